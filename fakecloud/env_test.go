@@ -1,0 +1,180 @@
+package fakecloud_test
+
+import (
+	"errors"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk"
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth"
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
+	sdkerrors "github.com/aliyun/alibaba-cloud-sdk-go/sdk/errors"
+	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
+	"github.com/aliyun/alibaba-cloud-sdk-go/services/vpc"
+
+	"github.com/terway-sim/terway/fakecloud"
+)
+
+const (
+	testAK     = "LTAItestKey0001"
+	testSecret = "test-secret-0001"
+	adminToken = "admin-token-for-tests"
+)
+
+func TestMain(m *testing.M) {
+	// The old SDK proxies even loopback when a proxy variable is set, and
+	// keeps the proxy for the client's life (aliyun-wire.md §1.5).
+	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
+		os.Unsetenv(k)
+	}
+	os.Setenv("NO_PROXY", "127.0.0.1,localhost")
+	os.Exit(m.Run())
+}
+
+// env is one fakecloud behind an httptest server.
+type env struct {
+	t     *testing.T
+	cloud *fakecloud.Cloud
+	srv   *httptest.Server
+}
+
+type envOption func(*fakecloud.Options, *fakecloud.Spec)
+
+func withSettings(f func(*fakecloud.Settings)) envOption {
+	return func(_ *fakecloud.Options, s *fakecloud.Spec) { f(&s.Settings) }
+}
+
+func withOptions(f func(*fakecloud.Options)) envOption {
+	return func(o *fakecloud.Options, _ *fakecloud.Spec) { f(o) }
+}
+
+func withSpec(f func(*fakecloud.Spec)) envOption {
+	return func(_ *fakecloud.Options, s *fakecloud.Spec) { f(s) }
+}
+
+// fastSettings makes every delay short but keeps them non-zero so the
+// transitional states are observable.
+func fastSettings(s *fakecloud.Settings) {
+	s.AttachDelay = fakecloud.Duration(50 * time.Millisecond)
+	s.DetachDelay = fakecloud.Duration(50 * time.Millisecond)
+	s.DeleteDelay = fakecloud.Duration(20 * time.Millisecond)
+	s.RouteEntryDelay = fakecloud.Duration(20 * time.Millisecond)
+	s.EIPDelay = fakecloud.Duration(20 * time.Millisecond)
+	s.MetadataLag = 0
+	s.ConsistencyWindow = 0
+}
+
+func newEnv(t *testing.T, opts ...envOption) *env {
+	t.Helper()
+	spec := fakecloud.DefaultSpec()
+	spec.AccessKeys = []fakecloud.AccessKeySpec{{ID: testAK, Secret: testSecret}}
+	fastSettings(&spec.Settings)
+	o := fakecloud.Options{Seed: 42, AdminToken: adminToken}
+	for _, f := range opts {
+		f(&o, &spec)
+	}
+	o.Spec = &spec
+	c, err := fakecloud.New(o)
+	if err != nil {
+		t.Fatalf("fakecloud.New: %v", err)
+	}
+	srv := httptest.NewServer(c)
+	t.Cleanup(func() {
+		srv.Close()
+		if err := c.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return &env{t: t, cloud: c, srv: srv}
+}
+
+func (e *env) host() string {
+	u, _ := url.Parse(e.srv.URL)
+	return u.Host
+}
+
+func sdkConfig() *sdk.Config {
+	cfg := sdk.NewConfig()
+	cfg.Scheme = "HTTP"
+	cfg.Timeout = 10 * time.Second
+	return cfg
+}
+
+// ecs returns a new old-SDK ECS client (one per goroutine: the SDK client
+// is not safe for concurrent use).
+func (e *env) ecs() *ecs.Client { return e.ecsWith(credentials.NewAccessKeyCredential(testAK, testSecret)) }
+
+func (e *env) ecsWith(cred auth.Credential) *ecs.Client {
+	e.t.Helper()
+	c, err := ecs.NewClientWithOptions(fakecloud.DefaultRegion, sdkConfig(), cred)
+	if err != nil {
+		e.t.Fatalf("ecs client: %v", err)
+	}
+	c.Domain = e.host()
+	return c
+}
+
+func (e *env) vpc() *vpc.Client {
+	e.t.Helper()
+	c, err := vpc.NewClientWithOptions(fakecloud.DefaultRegion, sdkConfig(), credentials.NewAccessKeyCredential(testAK, testSecret))
+	if err != nil {
+		e.t.Fatalf("vpc client: %v", err)
+	}
+	c.Domain = e.host()
+	return c
+}
+
+// code returns the API error code of err ("" for nil), failing on
+// anything that is not a server error.
+func code(t *testing.T, err error) string {
+	t.Helper()
+	if err == nil {
+		return ""
+	}
+	var se *sdkerrors.ServerError
+	if !errors.As(err, &se) {
+		t.Fatalf("not a server error: %v", err)
+	}
+	return se.ErrorCode()
+}
+
+func status(t *testing.T, err error) int {
+	t.Helper()
+	var se *sdkerrors.ServerError
+	if !errors.As(err, &se) {
+		t.Fatalf("not a server error: %v", err)
+	}
+	return se.HttpStatus()
+}
+
+// result carries a call's two results so that tests can write
+// try(c.Call(req)).must(t).
+type result[T any] struct {
+	v   T
+	err error
+}
+
+func try[T any](v T, err error) result[T] { return result[T]{v, err} }
+
+func (r result[T]) must(t *testing.T) T {
+	t.Helper()
+	if r.err != nil {
+		t.Fatalf("unexpected error: %v", r.err)
+	}
+	return r.v
+}
+
+// eventually polls cond until it holds or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

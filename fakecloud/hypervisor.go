@@ -1,0 +1,178 @@
+package fakecloud
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// Hypervisor is how the emulated platform reaches the machines it runs:
+// the lab implements it by creating and removing real interfaces in node
+// namespaces. Every argument is plain data with JSON tags, so that a node
+// agent can implement it over the network. Calls are made one at a time,
+// in the order the changes were committed; events carry full state (all
+// addresses of an ENI, all entries of a route table), so an implementation
+// can be idempotent. An error from ENIAttached fails the attach: the ENI
+// goes back to Available, as a failed attach does in ECS.
+type Hypervisor interface {
+	InstanceStarted(ctx context.Context, inst InstanceInfo) error
+	InstanceStopped(ctx context.Context, inst InstanceInfo) error
+	InstanceReleased(ctx context.Context, inst InstanceInfo) error
+	ENIAttached(ctx context.Context, instanceID string, eni ENIInfo) error
+	ENIDetached(ctx context.Context, instanceID string, eni ENIInfo) error
+	AddressesChanged(ctx context.Context, instanceID string, eni ENIInfo) error
+	RoutesChanged(ctx context.Context, table RouteTableInfo) error
+}
+
+// NopHypervisor ignores every event.
+type NopHypervisor struct{}
+
+// InstanceStarted implements Hypervisor.
+func (NopHypervisor) InstanceStarted(context.Context, InstanceInfo) error { return nil }
+
+// InstanceStopped implements Hypervisor.
+func (NopHypervisor) InstanceStopped(context.Context, InstanceInfo) error { return nil }
+
+// InstanceReleased implements Hypervisor.
+func (NopHypervisor) InstanceReleased(context.Context, InstanceInfo) error { return nil }
+
+// ENIAttached implements Hypervisor.
+func (NopHypervisor) ENIAttached(context.Context, string, ENIInfo) error { return nil }
+
+// ENIDetached implements Hypervisor.
+func (NopHypervisor) ENIDetached(context.Context, string, ENIInfo) error { return nil }
+
+// AddressesChanged implements Hypervisor.
+func (NopHypervisor) AddressesChanged(context.Context, string, ENIInfo) error { return nil }
+
+// RoutesChanged implements Hypervisor.
+func (NopHypervisor) RoutesChanged(context.Context, RouteTableInfo) error { return nil }
+
+// InstanceInfo describes an instance and the ENIs attached to it (primary
+// first).
+type InstanceInfo struct {
+	ID           string    `json:"id"`
+	Name         string    `json:"name,omitempty"`
+	InstanceType string    `json:"instanceType"`
+	ZoneID       string    `json:"zoneId"`
+	VPCID        string    `json:"vpcId"`
+	Status       string    `json:"status"`
+	ENIs         []ENIInfo `json:"enis"`
+}
+
+// ENIInfo describes an ENI as a hypervisor plugs it in.
+type ENIInfo struct {
+	ID          string       `json:"id"`
+	MAC         string       `json:"mac"`
+	Type        string       `json:"type"`
+	DeviceIndex int          `json:"deviceIndex"`
+	VSwitchID   string       `json:"vswitchId"`
+	CIDR        netip.Prefix `json:"cidr"`
+	Gateway     netip.Addr   `json:"gateway"`
+	IPv6CIDR    netip.Prefix `json:"ipv6Cidr,omitzero"`
+	IPv6Gateway netip.Addr   `json:"ipv6Gateway,omitzero"`
+	PrimaryIP   netip.Addr   `json:"primaryIp"`
+	// IPv4 are the secondary IPv4 addresses; IPv6 all IPv6 addresses.
+	IPv4 []netip.Addr `json:"ipv4,omitempty"`
+	IPv6 []netip.Addr `json:"ipv6,omitempty"`
+}
+
+// RouteTableInfo is a VPC route table with its custom entries.
+type RouteTableInfo struct {
+	ID      string      `json:"id"`
+	VPCID   string      `json:"vpcId"`
+	Entries []RouteInfo `json:"entries"`
+}
+
+// RouteInfo is one route entry; for next hop type Instance, NextHopIP is
+// the instance's primary address.
+type RouteInfo struct {
+	Destination netip.Prefix `json:"destination"`
+	NextHopType string       `json:"nextHopType"`
+	NextHopID   string       `json:"nextHopId"`
+	NextHopIP   netip.Addr   `json:"nextHopIp,omitzero"`
+}
+
+// hookTimeout bounds one hypervisor call, so that a stuck implementation
+// cannot wedge the world forever.
+const hookTimeout = 2 * time.Minute
+
+// hookEvent is a queued hypervisor call and what to do with its result.
+type hookEvent struct {
+	name  string
+	call  func(ctx context.Context) error
+	after func(err error)
+}
+
+// dispatcher delivers hypervisor calls in commit order on one goroutine.
+type dispatcher struct {
+	log   *slog.Logger
+	mu    sync.Mutex
+	cond  *sync.Cond
+	queue []hookEvent
+	idle  bool
+}
+
+func newDispatcher(log *slog.Logger) *dispatcher {
+	d := &dispatcher{log: log, idle: true}
+	d.cond = sync.NewCond(&d.mu)
+	return d
+}
+
+func (d *dispatcher) push(ev hookEvent) {
+	d.mu.Lock()
+	d.queue = append(d.queue, ev)
+	d.idle = false
+	d.mu.Unlock()
+	d.cond.Broadcast()
+}
+
+func (d *dispatcher) run(done <-chan struct{}) {
+	go func() {
+		<-done
+		d.cond.Broadcast()
+	}()
+	for {
+		d.mu.Lock()
+		for len(d.queue) == 0 {
+			d.idle = true
+			d.cond.Broadcast()
+			select {
+			case <-done:
+				d.mu.Unlock()
+				return
+			default:
+			}
+			d.cond.Wait()
+		}
+		ev := d.queue[0]
+		d.queue = d.queue[1:]
+		d.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), hookTimeout)
+		err := ev.call(ctx)
+		cancel()
+		if err != nil {
+			d.log.Warn("hypervisor call failed", "event", ev.name, "err", err)
+		}
+		if ev.after != nil {
+			ev.after(err)
+		}
+	}
+}
+
+// wait blocks until every queued call has been delivered.
+func (d *dispatcher) wait(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, d.cond.Broadcast)
+	defer stop()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for !d.idle || len(d.queue) > 0 {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		d.cond.Wait()
+	}
+	return nil
+}

@@ -1,0 +1,81 @@
+package fakecloud
+
+import (
+	"encoding/base64"
+	"sort"
+
+	"github.com/terway-sim/terway/fakecloud/wire"
+)
+
+// paging is how a Describe call asked for its page: by PageNumber and
+// PageSize, or (token is true) by NextToken and MaxResults.
+type paging struct {
+	token  bool
+	number int
+	size   int
+	next   string
+}
+
+// parsePaging reads both paging styles. maxPage bounds PageSize and
+// maxResults bounds MaxResults (0: that style is not offered).
+func parsePaging(p wire.Params, maxPage, maxResults int) (paging, error) {
+	if maxResults > 0 && (p.Has("NextToken") || p.Has("MaxResults")) {
+		n, err := p.Int("MaxResults", 10)
+		if err != nil {
+			return paging{}, err
+		}
+		if n < 1 || n > maxResults {
+			return paging{}, errInvalid("MaxResults", p.String("MaxResults"))
+		}
+		pg := paging{token: true, size: n}
+		if t := p.String("NextToken"); t != "" {
+			b, err := base64.RawURLEncoding.DecodeString(t)
+			if err != nil || len(b) == 0 {
+				return paging{}, apiErr(400, CodeNextTokenInvalid, "The specified NextToken is not valid.")
+			}
+			pg.next = string(b)
+		}
+		return pg, nil
+	}
+	if maxPage == 0 {
+		maxPage = 100
+	}
+	num, err := p.Int("PageNumber", 1)
+	if err != nil {
+		return paging{}, err
+	}
+	size, err := p.Int("PageSize", 10)
+	if err != nil {
+		return paging{}, err
+	}
+	if num < 1 {
+		return paging{}, errInvalid("PageNumber", p.String("PageNumber"))
+	}
+	if size < 1 || size > maxPage {
+		return paging{}, errInvalid("PageSize", p.String("PageSize"))
+	}
+	return paging{number: num, size: size}, nil
+}
+
+// pageOf cuts one page out of items (sorted by key) and returns the token
+// of the next page ("" when this is the last).
+func pageOf[T any](pg paging, items []T, key func(T) string) ([]T, string, error) {
+	if !pg.token {
+		start := (pg.number - 1) * pg.size
+		if start >= len(items) {
+			return nil, "", nil
+		}
+		end := min(start+pg.size, len(items))
+		return items[start:end], "", nil
+	}
+	start := 0
+	if pg.next != "" {
+		start = sort.Search(len(items), func(i int) bool { return key(items[i]) >= pg.next })
+	}
+	end := min(start+pg.size, len(items))
+	next := ""
+	if end < len(items) {
+		next = base64.RawURLEncoding.EncodeToString([]byte(key(items[end])))
+	}
+	return items[start:end], next, nil
+}

@@ -1,0 +1,326 @@
+package fakecloud
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Persistence keeps the world in two files: a JSON snapshot at the state
+// path and an append-only journal next to it. Every committed change is
+// written to the journal before the API answers, so a fakecloud killed at
+// any point restarts with every change it acknowledged (the journal lives
+// in the page cache; only a machine crash could lose its tail). The
+// journal is folded into a new snapshot at start, at Close and when it
+// grows past compactBytes.
+const compactBytes = 64 << 20
+
+// dirtySet names the objects a locked section changed.
+type dirtySet struct {
+	enis, instances, eips, routes, tokens, sts, sgs map[string]bool
+	seq, settings                                   bool
+}
+
+func mark(m *map[string]bool, id string) {
+	if *m == nil {
+		*m = map[string]bool{}
+	}
+	(*m)[id] = true
+}
+
+func (d *dirtySet) eni(id string)      { mark(&d.enis, id) }
+func (d *dirtySet) instance(id string) { mark(&d.instances, id) }
+func (d *dirtySet) eip(id string)      { mark(&d.eips, id) }
+func (d *dirtySet) route(id string)    { mark(&d.routes, id) }
+func (d *dirtySet) token(id string)    { mark(&d.tokens, id) }
+func (d *dirtySet) cred(id string)     { mark(&d.sts, id) }
+func (d *dirtySet) sg(id string)       { mark(&d.sgs, id) }
+
+func (d *dirtySet) reset() { *d = dirtySet{} }
+
+func (d *dirtySet) empty() bool {
+	return len(d.enis)+len(d.instances)+len(d.eips)+len(d.routes)+len(d.tokens)+len(d.sts)+len(d.sgs) == 0 &&
+		!d.seq && !d.settings
+}
+
+// record is one journal line: an object upserted, or deleted when V is
+// absent.
+type record struct {
+	K  string          `json:"k"`
+	ID string          `json:"id,omitempty"`
+	V  json.RawMessage `json:"v,omitempty"`
+}
+
+type journal struct {
+	path string
+	f    *os.File
+	size int64
+	buf  bytes.Buffer
+}
+
+// openState loads the world from path (snapshot plus journal) or, when
+// there is none, builds it from spec. path "" means in memory only.
+func openState(path string, spec Spec, seed int64, now time.Time, log *slog.Logger) (*state, *journal, error) {
+	if path == "" {
+		st, err := newState(spec, seed, now)
+		return st, nil, err
+	}
+	st, err := loadSnapshot(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		st, err = newState(spec, seed, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		log.Info("new world", "state", path)
+	case err != nil:
+		return nil, nil, err
+	default:
+		n, err := replayJournal(st, path+".journal")
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := st.derive(); err != nil {
+			return nil, nil, fmt.Errorf("load state %s: %w", path, err)
+		}
+		log.Info("world restored", "state", path, "journalRecords", n, "enis", len(st.ENIs), "instances", len(st.Instances))
+	}
+	jr := &journal{path: path}
+	if err := jr.compact(st); err != nil {
+		return nil, nil, err
+	}
+	return st, jr, nil
+}
+
+func loadSnapshot(path string) (*state, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	st := &state{}
+	if err := json.Unmarshal(data, st); err != nil {
+		return nil, fmt.Errorf("state file %s is not a fakecloud snapshot: %w", path, err)
+	}
+	if st.Seq == nil || st.Instances == nil || st.ENIs == nil {
+		return nil, fmt.Errorf("state file %s is not a fakecloud snapshot: missing sections", path)
+	}
+	ensureMap(&st.EIPs)
+	ensureMap(&st.Routes)
+	ensureMap(&st.Tokens)
+	ensureMap(&st.STS)
+	ensureMap(&st.SecurityGroups)
+	return st, nil
+}
+
+// replayJournal applies journal records to st. A torn last line (the
+// process died mid-write) is ignored: its change was never acknowledged.
+func replayJournal(st *state, path string) (int, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	n := 0
+	for {
+		line, err := r.ReadBytes('\n')
+		if err == io.EOF {
+			return n, nil // a line without newline is a torn write
+		}
+		if err != nil {
+			return n, err
+		}
+		var rec record
+		if err := json.Unmarshal(line, &rec); err != nil {
+			return n, fmt.Errorf("journal %s record %d: %w", path, n+1, err)
+		}
+		if err := st.apply(rec); err != nil {
+			return n, fmt.Errorf("journal %s record %d: %w", path, n+1, err)
+		}
+		n++
+	}
+}
+
+func (st *state) apply(rec record) error {
+	del := len(rec.V) == 0
+	switch rec.K {
+	case "eni":
+		return upsert(st.ENIs, rec.ID, rec.V, del)
+	case "instance":
+		return upsert(st.Instances, rec.ID, rec.V, del)
+	case "eip":
+		return upsert(st.EIPs, rec.ID, rec.V, del)
+	case "route":
+		return upsert(st.Routes, rec.ID, rec.V, del)
+	case "token":
+		return upsert(st.Tokens, rec.ID, rec.V, del)
+	case "sts":
+		return upsert(st.STS, rec.ID, rec.V, del)
+	case "sg":
+		return upsert(st.SecurityGroups, rec.ID, rec.V, del)
+	case "seq":
+		return json.Unmarshal(rec.V, &st.Seq)
+	case "settings":
+		return json.Unmarshal(rec.V, &st.Spec.Settings)
+	}
+	return fmt.Errorf("unknown record kind %q", rec.K)
+}
+
+func ensureMap[T any](m *map[string]*T) {
+	if *m == nil {
+		*m = map[string]*T{}
+	}
+}
+
+func upsert[T any](m map[string]*T, id string, v json.RawMessage, del bool) error {
+	if del {
+		delete(m, id)
+		return nil
+	}
+	x := new(T)
+	if err := json.Unmarshal(v, x); err != nil {
+		return err
+	}
+	m[id] = x
+	return nil
+}
+
+// write appends the changed objects of d to the journal in one write.
+func (j *journal) write(st *state, d *dirtySet) error {
+	if d.empty() {
+		return nil
+	}
+	j.buf.Reset()
+	enc := func(kind, id string, v any, present bool) error {
+		rec := record{K: kind, ID: id}
+		if present {
+			b, err := json.Marshal(v)
+			if err != nil {
+				return err
+			}
+			rec.V = b
+		}
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		j.buf.Write(b)
+		j.buf.WriteByte('\n')
+		return nil
+	}
+	var err error
+	for id := range d.enis {
+		v, ok := st.ENIs[id]
+		err = errors.Join(err, enc("eni", id, v, ok))
+	}
+	for id := range d.instances {
+		v, ok := st.Instances[id]
+		err = errors.Join(err, enc("instance", id, v, ok))
+	}
+	for id := range d.eips {
+		v, ok := st.EIPs[id]
+		err = errors.Join(err, enc("eip", id, v, ok))
+	}
+	for id := range d.routes {
+		v, ok := st.Routes[id]
+		err = errors.Join(err, enc("route", id, v, ok))
+	}
+	for id := range d.tokens {
+		v, ok := st.Tokens[id]
+		err = errors.Join(err, enc("token", id, v, ok))
+	}
+	for id := range d.sts {
+		v, ok := st.STS[id]
+		err = errors.Join(err, enc("sts", id, v, ok))
+	}
+	for id := range d.sgs {
+		v, ok := st.SecurityGroups[id]
+		err = errors.Join(err, enc("sg", id, v, ok))
+	}
+	// IDs are handed out with almost every change; the counters are tiny.
+	err = errors.Join(err, enc("seq", "", st.Seq, true))
+	if d.settings {
+		err = errors.Join(err, enc("settings", "", st.Spec.Settings, true))
+	}
+	if err != nil {
+		return err
+	}
+	n, err := j.f.Write(j.buf.Bytes())
+	j.size += int64(n)
+	if err != nil {
+		return err
+	}
+	if j.size > compactBytes {
+		return j.compact(st)
+	}
+	return nil
+}
+
+// compact writes a fresh snapshot (atomically, mode 0600) and starts an
+// empty journal.
+func (j *journal) compact(st *state) error {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("encode snapshot: %w", err)
+	}
+	if err := writeFileAtomic(j.path, data); err != nil {
+		return err
+	}
+	if j.f != nil {
+		j.f.Close()
+	}
+	f, err := os.OpenFile(j.path+".journal", os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("open journal: %w", err)
+	}
+	j.f, j.size = f, 0
+	return nil
+}
+
+func (j *journal) close(st *state) error {
+	err := j.compact(st)
+	if j.f != nil {
+		err = errors.Join(err, j.f.Close())
+		j.f = nil
+	}
+	return err
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("write snapshot: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write snapshot: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write snapshot: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write snapshot: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,257 @@
+package fakecloud
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/terway-sim/terway/fakecloud/wire"
+)
+
+// API versions of the two products fakecloud serves.
+const (
+	ECSVersion = "2014-05-26"
+	VPCVersion = "2016-04-28"
+)
+
+// product is an OpenAPI product as the gateway names it.
+type product struct {
+	name    string // "Ecs", "Vpc": as in the Recommend link
+	version string
+}
+
+var (
+	productECS = &product{name: "Ecs", version: ECSVersion}
+	productVPC = &product{name: "Vpc", version: VPCVersion}
+)
+
+// action is one API action.
+type action struct {
+	product *product
+	name    string
+	handler func(c *Cloud, x *call) (response, error)
+	// target names the parameter identifying the resource the action
+	// changes; overlapping calls on one resource get Operation.Conflict.
+	target string
+}
+
+// call is one authenticated request on its way through a handler.
+type call struct {
+	ctx       context.Context
+	req       *wire.Request
+	p         wire.Params
+	who       caller
+	requestID string
+}
+
+// response is what handlers return: a JSON body with RequestId.
+type response interface{ setRequestID(string) }
+
+// base carries the RequestId every response has.
+type base struct {
+	RequestID string `json:"RequestId"`
+}
+
+func (b *base) setRequestID(id string) { b.RequestID = id }
+
+// actions is the static table of actions by version and name.
+var actions = func() map[string]map[string]*action {
+	m := map[string]map[string]*action{ECSVersion: {}, VPCVersion: {}}
+	for _, a := range append(ecsActions(), vpcActions()...) {
+		m[a.product.version][a.name] = a
+	}
+	return m
+}()
+
+// Actions lists the supported actions as "Product:Action".
+func Actions() []string {
+	var out []string
+	for _, byName := range actions {
+		for _, a := range byName {
+			out = append(out, a.product.name+":"+a.name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ServeHTTP serves the ECS and VPC APIs at "/", the instance metadata
+// service (identifying the instance by source address) under "/latest/",
+// and the admin API under "/fakecloud/".
+func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/fakecloud/"):
+		c.serveAdmin(w, r)
+	case strings.HasPrefix(r.URL.Path, "/latest/"):
+		c.serveMetadata(w, r, "")
+	default:
+		c.serveAPI(w, r)
+	}
+}
+
+func newRequestID() string { return strings.ToUpper(uuid.NewString()) }
+
+func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
+	reqID := newRequestID()
+	prod := productECS
+	fail := func(err error, action, ak, instance string) {
+		e := wire.AsError(err)
+		c.calls.add(action, ak, instance, e.Code)
+		writeError(w, e, reqID, r.Host, prod.name)
+	}
+	if r.URL.Path != "/" || (r.Method != http.MethodPost && r.Method != http.MethodGet) {
+		fail(apiErr(404, CodeInvalidAPI, "Specified api is not found, please check your url and method."), "", "", "")
+		return
+	}
+	req, err := wire.ParseRequest(r)
+	if err != nil {
+		fail(err, "", "", "")
+		return
+	}
+	if req.Version == VPCVersion {
+		prod = productVPC
+	}
+	if req.Action == "" {
+		fail(errMissing("Action"), "", "", "")
+		return
+	}
+	act := actions[req.Version][req.Action]
+	if act == nil {
+		fail(apiErr(404, CodeInvalidAPI, "Specified api is not found, please check your url and method."), "", "", "")
+		return
+	}
+	now := c.now()
+	settings := c.settingsSnapshot()
+	who, err := c.authenticate(req, now, settings)
+	if err != nil {
+		fail(err, act.name, "", "")
+		return
+	}
+	if !c.throttle.allow(act.name, now, settings.ThrottleWindow.D(), settings.budget(act.name)) {
+		fail(apiErr(400, CodeThrottling, "Request was denied due to user flow control."), act.name, who.AccessKeyID, who.InstanceID)
+		return
+	}
+	x := &call{ctx: r.Context(), req: req, p: req.Params, who: who, requestID: reqID}
+	resp, lost, err := c.run(act, x)
+	if err != nil {
+		fail(err, act.name, who.AccessKeyID, who.InstanceID)
+		return
+	}
+	if lost != nil {
+		c.loseResponse(w, r, lost, reqID, prod, act.name, who)
+		return
+	}
+	c.calls.add(act.name, who.AccessKeyID, who.InstanceID, OutcomeSuccess)
+	resp.setRequestID(reqID)
+	writeJSON(w, http.StatusOK, reqID, resp)
+}
+
+// run applies faults and the resource lock around the handler.
+func (c *Cloud) run(act *action, x *call) (response, *Fault, error) {
+	d := c.faults.decide(act.name, x.who.key(), x.who.AccessKeyID, x.who.InstanceID)
+	if d.err != nil {
+		return nil, nil, faultError(d.err)
+	}
+	if act.target != "" {
+		id := x.p.String(act.target)
+		if id != "" {
+			if err := c.lockResource(id, act.name); err != nil {
+				return nil, nil, err
+			}
+			defer c.unlockResource(id)
+		}
+	}
+	for _, p := range d.before {
+		c.faults.hold(x.ctx, p, c.done)
+	}
+	if err := c.waitOrDone(x.ctx, c.scale(d.latency)); err != nil {
+		return nil, nil, apiErr(503, CodeServiceUnavailable, "The request has failed due to a temporary failure of the server.")
+	}
+	resp, err := act.handler(c, x)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, p := range d.after {
+		c.faults.hold(x.ctx, p, c.done)
+	}
+	return resp, d.lost, nil
+}
+
+func faultError(f *Fault) error {
+	status, code, msg := f.Status, f.Code, f.Message
+	if code == "" {
+		code = CodeInternalError
+	}
+	if status == 0 {
+		status = 500
+		if strings.HasPrefix(code, "Throttling") {
+			status = 400
+		}
+	}
+	if msg == "" {
+		msg = "The request processing has failed due to some unknown error. (injected fault " + f.Name + ")"
+	}
+	return apiErr(status, code, "%s", msg)
+}
+
+// lockResource marks a resource busy for the duration of a changing call.
+func (c *Cloud) lockResource(id, action string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if other, ok := c.busy[id]; ok {
+		return apiErr(403, CodeOperationConflict, "ecs task is conflicted: %s is busy with %s.", id, other)
+	}
+	c.busy[id] = action
+	return nil
+}
+
+func (c *Cloud) unlockResource(id string) {
+	c.mu.Lock()
+	delete(c.busy, id)
+	c.mu.Unlock()
+}
+
+// maxLostHold bounds how long a "timeout" lost response holds the
+// connection when the client never gives up.
+const maxLostHold = 10 * time.Minute
+
+func (c *Cloud) loseResponse(w http.ResponseWriter, r *http.Request, f *Fault, reqID string, prod *product, act string, who caller) {
+	if f.Lost == "timeout" {
+		c.calls.add(act, who.AccessKeyID, who.InstanceID, "LostResponse.Timeout")
+		t := c.clock.NewTimer(maxLostHold)
+		defer t.Stop()
+		select {
+		case <-r.Context().Done():
+		case <-c.done:
+		case <-t.C():
+		}
+		panic(http.ErrAbortHandler)
+	}
+	e := wire.AsError(faultError(f))
+	c.calls.add(act, who.AccessKeyID, who.InstanceID, e.Code)
+	writeError(w, e, reqID, r.Host, prod.name)
+}
+
+func writeError(w http.ResponseWriter, e *wire.Error, reqID, host, product string) {
+	writeJSON(w, e.Status, reqID, wire.NewErrorBody(e, reqID, host, product))
+}
+
+func writeJSON(w http.ResponseWriter, status int, reqID string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"Code":"InternalError","Message":"response encoding failed","RequestId":"` + reqID + `"}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json;charset=utf-8")
+	h.Set("X-Acs-Request-Id", reqID)
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func wireStatus(err error) int { return wire.AsError(err).Status }

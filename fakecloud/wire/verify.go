@@ -1,0 +1,173 @@
+package wire
+
+import (
+	"crypto/hmac"
+	"crypto/sha1"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+)
+
+var pctReplacer = strings.NewReplacer("+", "%20", "*", "%2A", "%7E", "~")
+
+// percentEncode is the RFC 3986 encoding both signature schemes use.
+func percentEncode(s string) string { return pctReplacer.Replace(url.QueryEscape(s)) }
+
+// CheckComplete reports the first signing parameter that is missing or
+// malformed, with the code the gateway uses for it.
+func (q *Request) CheckComplete() error {
+	if q.Scheme == SchemeV1 {
+		p := q.Params
+		switch {
+		case q.AccessKeyID == "":
+			return Errorf(400, "MissingAccessKeyId", "AccessKeyId is mandatory for this action.")
+		case q.signature == "":
+			return Errorf(400, "MissingSignature", "Signature is mandatory for this action.")
+		case q.Nonce == "":
+			return Errorf(400, "MissingSignatureNonce", "SignatureNonce is mandatory for this action.")
+		case p.String("Timestamp") == "":
+			return Errorf(400, "MissingTimestamp", "Timestamp is mandatory for this action.")
+		case q.Timestamp.IsZero():
+			return Errorf(400, "InvalidTimeStamp.Format", "Specified time stamp or date value is not well formatted.")
+		case p.String("SignatureMethod") != "HMAC-SHA1":
+			return Errorf(400, "InvalidSignatureMethod", "Specified signature method is not valid.")
+		case p.String("SignatureVersion") != "1.0":
+			return Errorf(400, "InvalidSignatureVersion", "Specified signature version is not valid.")
+		}
+		return nil
+	}
+	switch {
+	case q.AccessKeyID == "" || q.signature == "" || len(q.signedHeaders) == 0:
+		return Errorf(400, "IncompleteSignature", "The Authorization header lacks Credential, SignedHeaders or Signature.")
+	case q.Nonce == "":
+		return Errorf(400, "MissingSignatureNonce", "x-acs-signature-nonce is mandatory for this action.")
+	case q.header.Get("x-acs-date") == "":
+		return Errorf(400, "MissingTimestamp", "x-acs-date is mandatory for this action.")
+	case q.Timestamp.IsZero():
+		return Errorf(400, "InvalidTimeStamp.Format", "Specified time stamp or date value is not well formatted.")
+	}
+	// Headers that select the action or make the request unique must be
+	// signed; otherwise they could be changed in flight.
+	for _, h := range []string{"host", "x-acs-action", "x-acs-version", "x-acs-date", "x-acs-signature-nonce", "x-acs-content-sha256"} {
+		if !contains(q.signedHeaders, h) {
+			return Errorf(400, "IncompleteSignature", "The header %q must be signed.", h)
+		}
+	}
+	if q.SecurityToken != "" && !contains(q.signedHeaders, "x-acs-security-token") {
+		return Errorf(400, "IncompleteSignature", "The header \"x-acs-security-token\" must be signed.")
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckTime refuses a request signed more than window away from now, which
+// is what keeps a captured request from being replayed later.
+func (q *Request) CheckTime(now time.Time, window time.Duration) error {
+	d := now.Sub(q.Timestamp)
+	if d > window || d < -window {
+		return Errorf(400, "InvalidTimeStamp.Expired", "Specified time stamp or date value is expired.")
+	}
+	return nil
+}
+
+// StringToSign returns what the client must have signed.
+func (q *Request) StringToSign() string {
+	if q.Scheme == SchemeV3 {
+		sum := sha256.Sum256([]byte(q.canonicalRequestV3()))
+		return string(SchemeV3) + "\n" + hex.EncodeToString(sum[:])
+	}
+	return q.stringToSignV1()
+}
+
+func (q *Request) stringToSignV1() string {
+	v := q.Params.Values()
+	keys := make([]string, 0, len(v))
+	for k := range v {
+		if k != "Signature" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		for _, val := range v[k] {
+			if b.Len() > 0 {
+				b.WriteByte('&')
+			}
+			b.WriteString(percentEncode(k))
+			b.WriteByte('=')
+			b.WriteString(percentEncode(val))
+		}
+	}
+	return q.method + "&" + percentEncode("/") + "&" + percentEncode(b.String())
+}
+
+func (q *Request) canonicalRequestV3() string {
+	keys := make([]string, 0, len(q.rawQuery))
+	for k := range q.rawQuery {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var qs strings.Builder
+	for _, k := range keys {
+		qs.WriteString("&" + k + "=")
+		if v := q.rawQuery.Get(k); v != "" {
+			qs.WriteString(url.QueryEscape(v))
+		}
+	}
+	canonicalQuery := strings.TrimLeft(pctReplacer.Replace(qs.String()), "&")
+	var hs strings.Builder
+	for _, h := range q.signedHeaders {
+		var val string
+		if h == "host" {
+			val = q.host
+		} else {
+			vals := append([]string(nil), q.header.Values(h)...)
+			for i := range vals {
+				vals[i] = strings.TrimSpace(vals[i])
+			}
+			sort.Strings(vals)
+			val = strings.Join(vals, ",")
+		}
+		hs.WriteString(h + ":" + val + "\n")
+	}
+	return q.method + "\n/\n" + canonicalQuery + "\n" + hs.String() + "\n" +
+		strings.Join(q.signedHeaders, ";") + "\n" + q.bodyHash
+}
+
+// Verify checks the signature against secret. A mismatch reports the
+// server's string to sign, as the real gateway does, so that the SDK can
+// tell a wrong secret from a canonicalisation bug.
+func (q *Request) Verify(secret string) error {
+	sts := q.StringToSign()
+	var want string
+	if q.Scheme == SchemeV3 {
+		if q.header.Get("x-acs-content-sha256") != q.bodyHash {
+			return Errorf(400, "SignatureDoesNotMatch", "The x-acs-content-sha256 header does not match the request body.")
+		}
+		m := hmac.New(sha256.New, []byte(secret))
+		m.Write([]byte(sts))
+		want = hex.EncodeToString(m.Sum(nil))
+	} else {
+		m := hmac.New(sha1.New, []byte(secret+"&"))
+		m.Write([]byte(sts))
+		want = base64.StdEncoding.EncodeToString(m.Sum(nil))
+	}
+	if subtle.ConstantTimeCompare([]byte(want), []byte(q.signature)) != 1 {
+		return Errorf(400, "SignatureDoesNotMatch", "Specified signature is not matched with our calculation. server string to sign is:%s", sts)
+	}
+	return nil
+}

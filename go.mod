@@ -1,0 +1,25 @@
+module github.com/terway-sim/terway
+
+go 1.26.8
+
+require (
+	github.com/aliyun/alibaba-cloud-sdk-go v1.63.107
+	github.com/google/uuid v1.6.0
+	github.com/spf13/cobra v1.10.2
+	k8s.io/utils v0.0.0-20261023123148-ca04ba58ecab
+	sigs.k8s.io/yaml v1.6.0
+)
+
+require (
+	github.com/google/go-cmp v0.6.0 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/jmespath/go-jmespath v0.4.0 // indirect
+	github.com/json-iterator/go v1.1.12 // indirect
+	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
+	github.com/modern-go/reflect2 v1.0.2 // indirect
+	github.com/opentracing/opentracing-go v1.2.1-0.20220228012449-10b1cf09e00b // indirect
+	github.com/spf13/pflag v1.0.10 // indirect
+	github.com/stretchr/testify v1.11.1 // indirect
+	go.yaml.in/yaml/v2 v2.4.2 // indirect
+	gopkg.in/ini.v1 v1.67.0 // indirect
+)
