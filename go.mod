@@ -3,6 +3,10 @@ module github.com/terway-sim/terway
 go 1.26.8
 
 require (
+	github.com/alibabacloud-go/darabonba-openapi/v2 v2.1.14
+	github.com/alibabacloud-go/ecs-20140526/v7 v7.7.0
+	github.com/alibabacloud-go/tea v1.3.13
+	github.com/alibabacloud-go/vpc-20160428/v6 v6.12.8
 	github.com/aliyun/alibaba-cloud-sdk-go v1.63.107
 	github.com/google/uuid v1.6.0
 	github.com/spf13/cobra v1.10.2
@@ -11,7 +15,11 @@ require (
 )
 
 require (
-	github.com/google/go-cmp v0.6.0 // indirect
+	github.com/alibabacloud-go/alibabacloud-gateway-spi v0.0.5 // indirect
+	github.com/alibabacloud-go/debug v1.0.1 // indirect
+	github.com/alibabacloud-go/tea-utils/v2 v2.0.7 // indirect
+	github.com/aliyun/credentials-go v1.4.5 // indirect
+	github.com/clbanning/mxj/v2 v2.7.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/jmespath/go-jmespath v0.4.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
@@ -20,6 +28,8 @@ require (
 	github.com/opentracing/opentracing-go v1.2.1-0.20220228012449-10b1cf09e00b // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/stretchr/testify v1.11.1 // indirect
+	github.com/tjfoc/gmsm v1.4.1 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
+	golang.org/x/net v0.26.0 // indirect
 	gopkg.in/ini.v1 v1.67.0 // indirect
 )

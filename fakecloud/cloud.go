@@ -123,6 +123,7 @@ func New(opts Options) (*Cloud, error) {
 	c.nonces = newNonceCache()
 	c.tokens = newMetadataTokens()
 	c.hooks = newDispatcher(c.log)
+	_, c.hooks.nop = c.hv.(NopHypervisor)
 	c.sched = newScheduler(c.clock)
 	c.mux = c.adminMux()
 	c.wg.Add(2)
@@ -230,9 +231,6 @@ func (c *Cloud) waitOrDone(ctx context.Context, d time.Duration) error {
 		return errClosed
 	}
 }
-
-// vswitchOf returns the vSwitch by ID.
-func (c *Cloud) vswitchLocked(id string) *vswitch { return c.st.VSwitches[id] }
 
 // instanceTypeLocked returns the type of an instance.
 func (c *Cloud) instanceTypeLocked(id string) (InstanceType, bool) {

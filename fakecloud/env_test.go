@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -105,11 +106,19 @@ func sdkConfig() *sdk.Config {
 
 // ecs returns a new old-SDK ECS client (one per goroutine: the SDK client
 // is not safe for concurrent use).
-func (e *env) ecs() *ecs.Client { return e.ecsWith(credentials.NewAccessKeyCredential(testAK, testSecret)) }
+func (e *env) ecs() *ecs.Client {
+	return e.ecsWith(credentials.NewAccessKeyCredential(testAK, testSecret))
+}
+
+// sdkMu serialises client construction: the old SDK's constructors fill
+// a package-level endpoint map lazily and race with each other.
+var sdkMu sync.Mutex
 
 func (e *env) ecsWith(cred auth.Credential) *ecs.Client {
 	e.t.Helper()
+	sdkMu.Lock()
 	c, err := ecs.NewClientWithOptions(fakecloud.DefaultRegion, sdkConfig(), cred)
+	sdkMu.Unlock()
 	if err != nil {
 		e.t.Fatalf("ecs client: %v", err)
 	}
@@ -119,7 +128,9 @@ func (e *env) ecsWith(cred auth.Credential) *ecs.Client {
 
 func (e *env) vpc() *vpc.Client {
 	e.t.Helper()
+	sdkMu.Lock()
 	c, err := vpc.NewClientWithOptions(fakecloud.DefaultRegion, sdkConfig(), credentials.NewAccessKeyCredential(testAK, testSecret))
+	sdkMu.Unlock()
 	if err != nil {
 		e.t.Fatalf("vpc client: %v", err)
 	}

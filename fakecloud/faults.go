@@ -201,9 +201,9 @@ func unitFloat(seed int64, name, action, caller string, idx uint64) float64 {
 	return float64(h>>11) / (1 << 53)
 }
 
-// hold blocks a call at a pause until the pause is removed, ctx ends or
-// done closes.
-func (s *faultSet) hold(ctx context.Context, r *activeFault, done <-chan struct{}) {
+// hold blocks a call at a pause until the pause is removed or done
+// closes.
+func (s *faultSet) hold(r *activeFault, done <-chan struct{}) {
 	s.mu.Lock()
 	r.held++
 	s.cond.Broadcast()
@@ -211,7 +211,6 @@ func (s *faultSet) hold(ctx context.Context, r *activeFault, done <-chan struct{
 	s.mu.Unlock()
 	select {
 	case <-gate:
-	case <-ctx.Done():
 	case <-done:
 	}
 	s.mu.Lock()

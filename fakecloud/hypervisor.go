@@ -108,6 +108,9 @@ type hookEvent struct {
 
 // dispatcher delivers hypervisor calls in commit order on one goroutine.
 type dispatcher struct {
+	// nop is set when the hypervisor ignores everything, so that events
+	// without a completion need not be queued at all.
+	nop   bool
 	log   *slog.Logger
 	mu    sync.Mutex
 	cond  *sync.Cond
@@ -122,6 +125,9 @@ func newDispatcher(log *slog.Logger) *dispatcher {
 }
 
 func (d *dispatcher) push(ev hookEvent) {
+	if d.nop && ev.after == nil {
+		return // nobody listens and nothing waits for the result
+	}
 	d.mu.Lock()
 	d.queue = append(d.queue, ev)
 	d.idle = false

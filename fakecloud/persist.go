@@ -64,6 +64,8 @@ type journal struct {
 	f    *os.File
 	size int64
 	buf  bytes.Buffer
+	// scratch is reused for hand-encoded records.
+	scratch []byte
 }
 
 // openState loads the world from path (snapshot plus journal) or, when
@@ -198,25 +200,35 @@ func upsert[T any](m map[string]*T, id string, v json.RawMessage, del bool) erro
 
 // write appends the changed objects of d to the journal in one write.
 func (j *journal) write(st *state, d *dirtySet) error {
-	if d.empty() {
+	if d.empty() && !st.seqDirty {
 		return nil
 	}
 	j.buf.Reset()
+	// Records are written by hand around the object's JSON: marshalling a
+	// record that embeds a RawMessage would re-validate every byte.
 	enc := func(kind, id string, v any, present bool) error {
-		rec := record{K: kind, ID: id}
-		if present {
-			b, err := json.Marshal(v)
-			if err != nil {
-				return err
-			}
-			rec.V = b
-		}
-		b, err := json.Marshal(rec)
+		j.buf.WriteString(`{"k":"`)
+		j.buf.WriteString(kind)
+		j.buf.WriteString(`","id":`)
+		idb, err := json.Marshal(id)
 		if err != nil {
 			return err
 		}
-		j.buf.Write(b)
-		j.buf.WriteByte('\n')
+		j.buf.Write(idb)
+		if present {
+			j.buf.WriteString(`,"v":`)
+			if e, ok := v.(*eni); ok {
+				j.scratch = appendENI(j.scratch[:0], e)
+				j.buf.Write(j.scratch)
+			} else {
+				b, err := json.Marshal(v)
+				if err != nil {
+					return err
+				}
+				j.buf.Write(b)
+			}
+		}
+		j.buf.WriteString("}\n")
 		return nil
 	}
 	var err error
@@ -248,8 +260,10 @@ func (j *journal) write(st *state, d *dirtySet) error {
 		v, ok := st.SecurityGroups[id]
 		err = errors.Join(err, enc("sg", id, v, ok))
 	}
-	// IDs are handed out with almost every change; the counters are tiny.
-	err = errors.Join(err, enc("seq", "", st.Seq, true))
+	if st.seqDirty {
+		err = errors.Join(err, enc("seq", "", st.Seq, true))
+		st.seqDirty = false
+	}
 	if d.settings {
 		err = errors.Join(err, enc("settings", "", st.Spec.Settings, true))
 	}

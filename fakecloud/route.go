@@ -247,6 +247,18 @@ func (c *Cloud) describeRouteEntryList(x *call) (response, error) {
 	if !pg.token {
 		pg = paging{token: true, size: 10}
 	}
+	// This API spells the page size MaxResult (1-100, default 10); the
+	// SDKs send that name.
+	if p.Has("MaxResult") {
+		n, err := p.Int("MaxResult", 10)
+		if err != nil {
+			return nil, err
+		}
+		if n < 1 || n > 100 {
+			return nil, errInvalid("MaxResult", p.String("MaxResult"))
+		}
+		pg.size = n
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.vpcByTableLocked(table) == nil {

@@ -166,10 +166,14 @@ func (c *Cloud) run(act *action, x *call) (response, *Fault, error) {
 			defer c.unlockResource(id)
 		}
 	}
+	// A call that reached the cloud is processed even if its client gives
+	// up meanwhile, as in ECS: holds and latency ignore the request
+	// context, so a test can kill a client mid-operation and see the
+	// operation complete.
 	for _, p := range d.before {
-		c.faults.hold(x.ctx, p, c.done)
+		c.faults.hold(p, c.done)
 	}
-	if err := c.waitOrDone(x.ctx, c.scale(d.latency)); err != nil {
+	if err := c.waitOrDone(context.Background(), c.scale(d.latency)); err != nil {
 		return nil, nil, apiErr(503, CodeServiceUnavailable, "The request has failed due to a temporary failure of the server.")
 	}
 	resp, err := act.handler(c, x)
@@ -177,7 +181,7 @@ func (c *Cloud) run(act *action, x *call) (response, *Fault, error) {
 		return nil, nil, err
 	}
 	for _, p := range d.after {
-		c.faults.hold(x.ctx, p, c.done)
+		c.faults.hold(p, c.done)
 	}
 	return resp, d.lost, nil
 }

@@ -29,6 +29,8 @@ type state struct {
 	macs      map[string]string       `json:"-"`
 	eipPool   *pool4                  `json:"-"`
 	byIP      map[netip.Addr]string   `json:"-"`
+	// seqDirty records that Seq changed since the last journal write.
+	seqDirty bool
 }
 
 // newState builds a fresh world from spec at time now.
@@ -202,6 +204,7 @@ const idAlphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
 // newID returns a fresh ID such as eni-bp1… derived from the seed and a
 // per-kind counter, so that a replayed run produces the same IDs.
 func (st *state) newID(kind string) string {
+	st.seqDirty = true
 	for {
 		st.Seq[kind]++
 		n := st.Seq[kind]
@@ -235,6 +238,7 @@ func (st *state) idTaken(id string) bool {
 
 // newMAC returns a fresh MAC in Alibaba's 00:16:3e OUI.
 func (st *state) newMAC() string {
+	st.seqDirty = true
 	for {
 		st.Seq["mac"]++
 		h := mix64(uint64(st.Seed) ^ mix64(st.Seq["mac"]) ^ strHash("mac"))

@@ -3,6 +3,7 @@ package fakecloud
 import (
 	"slices"
 	"sort"
+	"strings"
 )
 
 type vswitchJSON struct {
@@ -155,7 +156,8 @@ func (c *Cloud) describeVpcs(x *call) (response, error) {
 	}
 	ids := p.List("VpcId")
 	if v := p.String("VpcId"); v != "" {
-		ids = append(ids, v)
+		// VpcId is a comma-separated list of up to 20 IDs.
+		ids = append(ids, strings.Split(v, ",")...)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

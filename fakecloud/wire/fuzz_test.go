@@ -51,6 +51,9 @@ func FuzzVerify(f *testing.F) {
 		if k1 == "" || k2 == "" || k1 == k2 || k1 == "Signature" || k2 == "Signature" {
 			return
 		}
+		if got, want := percentEncode(v1), pctReplacer.Replace(url.QueryEscape(v1)); got != want {
+			t.Fatalf("percentEncode(%q) = %q, want %q", v1, got, want)
+		}
 		p := url.Values{"AccessKeyId": {"ak"}, "SignatureMethod": {"HMAC-SHA1"}, "SignatureVersion": {"1.0"},
 			"SignatureNonce": {"n"}, "Timestamp": {"2024-01-01T00:00:00Z"}, "SignatureType": {""}}
 		p.Set(k1, v1)

@@ -69,11 +69,12 @@ func ParseRequest(r *http.Request) (*Request, error) {
 	if err != nil {
 		return nil, Errorf(400, "InvalidParameter", "The query string is malformed: %v.", err)
 	}
-	all := url.Values{}
-	for k, v := range query {
-		all[k] = append([]string(nil), v...)
-	}
+	all := query
 	if len(body) > 0 && isForm(r.Header.Get("Content-Type")) {
+		all = url.Values{}
+		for k, v := range query {
+			all[k] = append([]string(nil), v...)
+		}
 		form, err := url.ParseQuery(string(body))
 		if err != nil {
 			return nil, Errorf(400, "InvalidParameter", "The form body is malformed: %v.", err)
@@ -82,16 +83,16 @@ func ParseRequest(r *http.Request) (*Request, error) {
 			all[k] = append(all[k], v...)
 		}
 	}
-	sum := sha256.Sum256(body)
 	req := &Request{
 		Params:   NewParams(all),
 		method:   r.Method,
 		header:   r.Header,
 		host:     r.Host,
 		rawQuery: query,
-		bodyHash: hex.EncodeToString(sum[:]),
 	}
 	if auth := r.Header.Get("Authorization"); strings.HasPrefix(auth, string(SchemeV3)) {
+		sum := sha256.Sum256(body)
+		req.bodyHash = hex.EncodeToString(sum[:])
 		return req, req.parseV3(auth)
 	}
 	req.parseV1()

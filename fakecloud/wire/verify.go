@@ -15,8 +15,36 @@ import (
 
 var pctReplacer = strings.NewReplacer("+", "%20", "*", "%2A", "%7E", "~")
 
-// percentEncode is the RFC 3986 encoding both signature schemes use.
-func percentEncode(s string) string { return pctReplacer.Replace(url.QueryEscape(s)) }
+// percentEncode is the RFC 3986 encoding both signature schemes use:
+// url.QueryEscape with "+" as "%20", "*" as "%2A" and "~" kept. It is
+// written out as one pass because it runs for every parameter of every
+// request.
+func percentEncode(s string) string {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if !unreserved(s[i]) {
+			n++
+		}
+	}
+	if n == 0 {
+		return s
+	}
+	const hex = "0123456789ABCDEF"
+	b := make([]byte, 0, len(s)+2*n)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if unreserved(c) {
+			b = append(b, c)
+			continue
+		}
+		b = append(b, '%', hex[c>>4], hex[c&15])
+	}
+	return string(b)
+}
+
+func unreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.' || c == '~'
+}
 
 // CheckComplete reports the first signing parameter that is missing or
 // malformed, with the code the gateway uses for it.

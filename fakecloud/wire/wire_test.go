@@ -221,3 +221,12 @@ func TestFormBodyMerged(t *testing.T) {
 		t.Fatalf("oversized body: %v", err)
 	}
 }
+
+func TestPercentEncodeMatchesReference(t *testing.T) {
+	ref := func(s string) string { return pctReplacer.Replace(url.QueryEscape(s)) }
+	for _, s := range []string{"", "abc", "a b*c~d+e/f", "中文", "%zz", "\x00\xff", "k8s.io/cluster=x&y", "~-_."} {
+		if got, want := percentEncode(s), ref(s); got != want {
+			t.Errorf("percentEncode(%q) = %q, want %q", s, got, want)
+		}
+	}
+}

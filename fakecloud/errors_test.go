@@ -1,0 +1,349 @@
+package fakecloud_test
+
+import (
+	"crypto/hmac"
+	"crypto/sha1"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
+	sdkerrors "github.com/aliyun/alibaba-cloud-sdk-go/sdk/errors"
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/requests"
+	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
+
+	"github.com/terway-sim/terway/fakecloud"
+)
+
+var (
+	nonceSeq    atomic.Int64
+	pctReplacer = strings.NewReplacer("+", "%20", "*", "%2A", "%7E", "~")
+)
+
+// signedParams returns the common parameters of an ECS call signed with
+// the test key at time ts (signature v1, aliyun-wire.md §2.4).
+func signedParams(action string, biz url.Values, ts time.Time, secret string) url.Values {
+	p := url.Values{}
+	for k, v := range biz {
+		p[k] = v
+	}
+	p.Set("Action", action)
+	if p.Get("Version") == "" {
+		p.Set("Version", fakecloud.ECSVersion)
+	}
+	p.Set("AccessKeyId", testAK)
+	p.Set("Format", "JSON")
+	p.Set("RegionId", fakecloud.DefaultRegion)
+	p.Set("SignatureMethod", "HMAC-SHA1")
+	p.Set("SignatureVersion", "1.0")
+	p.Set("SignatureType", "")
+	p.Set("SignatureNonce", fmt.Sprintf("nonce-%d-%d", time.Now().UnixNano(), nonceSeq.Add(1)))
+	p.Set("Timestamp", ts.UTC().Format("2006-01-02T15:04:05Z"))
+	pct := func(s string) string { return pctReplacer.Replace(url.QueryEscape(s)) }
+	var keys []string
+	for k := range p {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, pct(k)+"="+pct(p.Get(k)))
+	}
+	m := hmac.New(sha1.New, []byte(secret+"&"))
+	m.Write([]byte("POST&%2F&" + pct(strings.Join(parts, "&"))))
+	p.Set("Signature", base64.StdEncoding.EncodeToString(m.Sum(nil)))
+	return p
+}
+
+// post sends raw query parameters and returns the status and JSON body.
+func (e *env) post(t *testing.T, p url.Values) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Post(e.srv.URL+"/?"+p.Encode(), "application/x-www-form-urlencoded", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var body map[string]any
+	if err := json.Unmarshal(b, &body); err != nil {
+		t.Fatalf("non-JSON answer %d: %s", resp.StatusCode, b)
+	}
+	if resp.Header.Get("X-Acs-Request-Id") == "" || body["RequestId"] != resp.Header.Get("X-Acs-Request-Id") {
+		t.Fatalf("request id header %q and body %v differ", resp.Header.Get("X-Acs-Request-Id"), body["RequestId"])
+	}
+	return resp.StatusCode, body
+}
+
+func wantError(t *testing.T, gotStatus int, body map[string]any, wantStatus int, wantCode string) {
+	t.Helper()
+	if gotStatus != wantStatus || body["Code"] != wantCode {
+		t.Fatalf("got %d %v, want %d %s (body %v)", gotStatus, body["Code"], wantStatus, wantCode, body)
+	}
+	for _, k := range []string{"RequestId", "HostId", "Message", "Recommend"} {
+		if s, _ := body[k].(string); s == "" {
+			t.Fatalf("error body lacks %s: %v", k, body)
+		}
+	}
+}
+
+func TestGatewayErrors(t *testing.T) {
+	e := newEnv(t)
+	now := time.Now()
+	st, body := e.post(t, signedParams("DescribeNetworkInterfaces", nil, now, testSecret))
+	if st != 200 {
+		t.Fatalf("baseline call: %d %v", st, body)
+	}
+	t.Run("unknown action", func(t *testing.T) {
+		st, body := e.post(t, signedParams("DescribeUnicorns", nil, now, testSecret))
+		wantError(t, st, body, 404, "InvalidApi.NotFound")
+	})
+	t.Run("ECS action with the VPC version", func(t *testing.T) {
+		st, body := e.post(t, signedParams("CreateNetworkInterface", url.Values{"Version": {fakecloud.VPCVersion}}, now, testSecret))
+		wantError(t, st, body, 404, "InvalidApi.NotFound")
+	})
+	t.Run("missing action", func(t *testing.T) {
+		p := signedParams("X", nil, now, testSecret)
+		p.Del("Action")
+		st, body := e.post(t, p)
+		wantError(t, st, body, 400, "MissingParameter")
+	})
+	t.Run("expired timestamp", func(t *testing.T) {
+		st, body := e.post(t, signedParams("DescribeNetworkInterfaces", nil, now.Add(-16*time.Minute), testSecret))
+		wantError(t, st, body, 400, "InvalidTimeStamp.Expired")
+	})
+	t.Run("timestamp from the future", func(t *testing.T) {
+		st, body := e.post(t, signedParams("DescribeNetworkInterfaces", nil, now.Add(16*time.Minute), testSecret))
+		wantError(t, st, body, 400, "InvalidTimeStamp.Expired")
+	})
+	t.Run("nonce reuse", func(t *testing.T) {
+		p := signedParams("DescribeNetworkInterfaces", nil, now, testSecret)
+		if st, body := e.post(t, p); st != 200 {
+			t.Fatalf("first use: %d %v", st, body)
+		}
+		st, body := e.post(t, p)
+		wantError(t, st, body, 400, "SignatureNonceUsed")
+	})
+	t.Run("wrong secret", func(t *testing.T) {
+		st, body := e.post(t, signedParams("DescribeNetworkInterfaces", nil, now, "not-the-secret"))
+		wantError(t, st, body, 400, "SignatureDoesNotMatch")
+		if !strings.Contains(body["Message"].(string), "server string to sign is:POST&%2F&") {
+			t.Fatalf("message lacks the string to sign: %v", body["Message"])
+		}
+	})
+	t.Run("tampered parameter", func(t *testing.T) {
+		p := signedParams("DescribeNetworkInterfaces", url.Values{"VpcId": {"vpc-a"}}, now, testSecret)
+		p.Set("VpcId", "vpc-b")
+		st, body := e.post(t, p)
+		wantError(t, st, body, 400, "SignatureDoesNotMatch")
+	})
+	t.Run("unknown access key", func(t *testing.T) {
+		p := signedParams("DescribeNetworkInterfaces", nil, now, testSecret)
+		p.Set("AccessKeyId", "LTAIunknown")
+		st, body := e.post(t, p)
+		wantError(t, st, body, 404, "InvalidAccessKeyId.NotFound")
+	})
+	t.Run("unsigned", func(t *testing.T) {
+		p := signedParams("DescribeNetworkInterfaces", nil, now, testSecret)
+		p.Del("Signature")
+		st, body := e.post(t, p)
+		wantError(t, st, body, 400, "MissingSignature")
+	})
+	t.Run("missing business parameter", func(t *testing.T) {
+		st, body := e.post(t, signedParams("CreateNetworkInterface", url.Values{"SecurityGroupId": {sg}}, now, testSecret))
+		wantError(t, st, body, 400, "MissingParameter")
+		if !strings.Contains(body["Message"].(string), "VSwitchId") {
+			t.Fatalf("message does not name the parameter: %v", body["Message"])
+		}
+	})
+	t.Run("invalid business parameter", func(t *testing.T) {
+		st, body := e.post(t, signedParams("CreateNetworkInterface", url.Values{"VSwitchId": {vsw1}, "SecurityGroupId": {sg},
+			"SecondaryPrivateIpAddressCount": {"many"}}, now, testSecret))
+		wantError(t, st, body, 400, "InvalidParameter")
+	})
+	t.Run("unknown path", func(t *testing.T) {
+		resp, err := http.Get(e.srv.URL + "/api/v1/pods")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 404 {
+			t.Fatalf("unknown path answered %d", resp.StatusCode)
+		}
+	})
+}
+
+// TestSDKWrongSecretHint checks the shape the old SDK relies on to tell a
+// wrong secret from a signing bug.
+func TestSDKWrongSecretHint(t *testing.T) {
+	e := newEnv(t)
+	c := e.ecsWith(credentials.NewAccessKeyCredential(testAK, "wrong"))
+	_, err := c.DescribeNetworkInterfaces(ecs.CreateDescribeNetworkInterfacesRequest())
+	var se *sdkerrors.ServerError
+	if !errors.As(err, &se) || se.ErrorCode() != "SignatureDoesNotMatch" || !strings.Contains(se.Recommend(), "InvalidAccessKeySecret") {
+		t.Fatalf("want the SDK's InvalidAccessKeySecret hint, got %v", err)
+	}
+	c = e.ecsWith(credentials.NewAccessKeyCredential("LTAIunknown", testSecret))
+	_, err = c.DescribeNetworkInterfaces(ecs.CreateDescribeNetworkInterfacesRequest())
+	if code(t, err) != "InvalidAccessKeyId.NotFound" || status(t, err) != 404 {
+		t.Fatalf("unknown key: %v", err)
+	}
+}
+
+func TestENIErrorCodes(t *testing.T) {
+	e := newEnv(t)
+	c := e.ecs()
+	attach := func(eni, inst string) error {
+		r := ecs.CreateAttachNetworkInterfaceRequest()
+		r.NetworkInterfaceId, r.InstanceId = eni, inst
+		_, err := c.AttachNetworkInterface(r)
+		return err
+	}
+	detach := func(eni, inst string) error {
+		r := ecs.CreateDetachNetworkInterfaceRequest()
+		r.NetworkInterfaceId, r.InstanceId = eni, inst
+		_, err := c.DetachNetworkInterface(r)
+		return err
+	}
+	cases := []struct {
+		name   string
+		err    func() error
+		status int
+		code   string
+	}{
+		{"attach unknown ENI", func() error { return attach("eni-bp1nothere", node1) }, 404, "InvalidEniId.NotFound"},
+		{"attach to unknown instance", func() error {
+			return attach(createENI(t, c, vsw1, nil).NetworkInterfaceId, "i-bp1nothere")
+		}, 404, "InvalidEcsId.NotFound"},
+		{"attach across zones", func() error {
+			return attach(createENI(t, c, vsw2, nil).NetworkInterfaceId, node1)
+		}, 403, "InvalidOperation.AvailabilityZoneMismatch"},
+		{"detach a primary ENI", func() error {
+			in, _ := e.cloud.Instance(node1)
+			return detach(in.ENIs[0].ID, node1)
+		}, 400, "InvalidOperation.DetachPrimaryEniNotAllowed"},
+		{"detach an Available ENI", func() error {
+			return detach(createENI(t, c, vsw1, nil).NetworkInterfaceId, node1)
+		}, 400, "InvalidOperation.InvalidEniState"},
+		{"delete a primary ENI", func() error {
+			in, _ := e.cloud.Instance(node1)
+			r := ecs.CreateDeleteNetworkInterfaceRequest()
+			r.NetworkInterfaceId = in.ENIs[0].ID
+			_, err := c.DeleteNetworkInterface(r)
+			return err
+		}, 403, "InvalidOperation.InvalidEniType"},
+		{"create on unknown vSwitch", func() error {
+			r := ecs.CreateCreateNetworkInterfaceRequest()
+			r.VSwitchId, r.SecurityGroupId = "vsw-bp1nothere", sg
+			_, err := c.CreateNetworkInterface(r)
+			return err
+		}, 404, "InvalidVSwitchId.NotFound"},
+		{"create with unknown security group", func() error {
+			r := ecs.CreateCreateNetworkInterfaceRequest()
+			r.VSwitchId, r.SecurityGroupId = vsw1, "sg-bp1nothere"
+			_, err := c.CreateNetworkInterface(r)
+			return err
+		}, 404, "InvalidSecurityGroupId.NotFound"},
+		{"assign on unknown ENI", func() error { _, err := assignIPs(c, "eni-bp1nothere", 1); return err }, 404, "InvalidEniId.NotFound"},
+		{"describe attribute of unknown ENI", func() error {
+			r := ecs.CreateDescribeNetworkInterfaceAttributeRequest()
+			r.NetworkInterfaceId = "eni-bp1nothere"
+			_, err := c.DescribeNetworkInterfaceAttribute(r)
+			return err
+		}, 404, "InvalidEniId.NotFound"},
+		{"describe unknown instance", func() error {
+			r := ecs.CreateDescribeInstanceAttributeRequest()
+			r.InstanceId = "i-bp1nothere"
+			_, err := c.DescribeInstanceAttribute(r)
+			return err
+		}, 404, "InvalidInstanceId.NotFound"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.err()
+			if code(t, err) != tc.code || status(t, err) != tc.status {
+				t.Fatalf("got %d %s (%v), want %d %s", status(t, err), code(t, err), err, tc.status, tc.code)
+			}
+		})
+	}
+}
+
+func TestENIPerInstanceLimit(t *testing.T) {
+	e := newEnv(t)
+	c := e.ecs()
+	// ecs.g6.2xlarge: 4 ENIs including eth0.
+	for i := 0; i < 3; i++ {
+		attachedENI(t, c, vsw2, node2)
+	}
+	id := createENI(t, c, vsw2, nil).NetworkInterfaceId
+	r := ecs.CreateAttachNetworkInterfaceRequest()
+	r.NetworkInterfaceId, r.InstanceId = id, node2
+	if _, err := c.AttachNetworkInterface(r); code(t, err) != "EniPerInstanceLimitExceeded" || status(t, err) != 403 {
+		t.Fatalf("5th ENI: %v", err)
+	}
+}
+
+// smallVSwitchWorld has one /29 vSwitch: 8 addresses, 4 reserved, so 4
+// usable, one of which the instance's eth0 takes.
+func smallVSwitchWorld(s *fakecloud.Spec) {
+	s.VSwitches[0].CIDR = "192.168.0.0/29"
+}
+
+func TestVSwitchExhaustion(t *testing.T) {
+	for _, want := range []string{"InvalidVSwitchId.IpNotEnough", "QuotaExceeded.PrivateIpAddress"} {
+		t.Run(want, func(t *testing.T) {
+			e := newEnv(t, withSpec(smallVSwitchWorld), withSettings(func(s *fakecloud.Settings) { s.ExhaustionCode = want }))
+			c := e.ecs()
+			created := createENI(t, c, vsw1, func(r *ecs.CreateNetworkInterfaceRequest) {
+				r.SecondaryPrivateIpAddressCount = requests.NewInteger(1)
+			})
+			if _, err := assignIPs(c, created.NetworkInterfaceId, 2); code(t, err) != want || status(t, err) != 403 {
+				t.Fatalf("assign beyond the vSwitch: %v", err)
+			}
+			try(assignIPs(c, created.NetworkInterfaceId, 1)).must(t)
+			r := ecs.CreateCreateNetworkInterfaceRequest()
+			r.VSwitchId, r.SecurityGroupId = vsw1, sg
+			if _, err := c.CreateNetworkInterface(r); code(t, err) != want {
+				t.Fatalf("create on a dry vSwitch: %v", err)
+			}
+			// Recovery: releasing addresses makes the vSwitch usable again.
+			ips := describeENI(t, c, created.NetworkInterfaceId).PrivateIpSets.PrivateIpSet
+			try(unassignIPs(c, created.NetworkInterfaceId, ips[1].PrivateIpAddress)).must(t)
+			try(c.CreateNetworkInterface(r)).must(t)
+		})
+	}
+}
+
+func TestOperationConflict(t *testing.T) {
+	e := newEnv(t)
+	c := e.ecs()
+	id := attachedENI(t, c, vsw1, node1)
+	try(e.cloud.AddFault(fakecloud.Fault{Kind: fakecloud.FaultLatency, Action: "AssignPrivateIpAddresses",
+		Latency: fakecloud.Duration(300 * time.Millisecond)})).must(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = assignIPs(e.ecs(), id, 1)
+		}()
+		time.Sleep(50 * time.Millisecond)
+	}
+	wg.Wait()
+	if errs[0] != nil || code(t, errs[1]) != "Operation.Conflict" || status(t, errs[1]) != 403 {
+		t.Fatalf("overlapping assigns: %v / %v", errs[0], errs[1])
+	}
+	// A different ENI is not busy.
+	other := attachedENI(t, c, vsw1, node1)
+	try(assignIPs(c, other, 1)).must(t)
+}
