@@ -50,8 +50,14 @@ func (c *Cloud) authenticate(req *wire.Request, now time.Time, s *Settings) (cal
 func (c *Cloud) lookupKey(req *wire.Request, now time.Time) (string, caller, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if secret, ok := c.st.keys[req.AccessKeyID]; ok {
-		return secret, caller{AccessKeyID: req.AccessKeyID}, nil
+	if k, ok := c.st.keys[req.AccessKeyID]; ok {
+		if k.SecurityToken != "" && req.SecurityToken != k.SecurityToken {
+			if req.SecurityToken == "" {
+				return "", caller{}, apiErr(400, CodeTokenMalformed, "Specified SecurityToken is malformed.")
+			}
+			return "", caller{}, apiErr(400, CodeTokenMismatch, "Specified SecurityToken mismatch with the AccessKey.")
+		}
+		return k.Secret, caller{AccessKeyID: req.AccessKeyID, InstanceID: k.InstanceID}, nil
 	}
 	cred, ok := c.st.STS[req.AccessKeyID]
 	if !ok {

@@ -47,6 +47,7 @@ type Options struct {
 // process.
 type Cloud struct {
 	clock     clock.WithDelayedExecution
+	region    string
 	log       *slog.Logger
 	seed      int64
 	timeScale float64
@@ -115,6 +116,7 @@ func New(opts Options) (*Cloud, error) {
 		return nil, err
 	}
 	c.st, c.jr = st, jr
+	c.region = st.Spec.RegionID
 	s := st.Spec.Settings.clone()
 	c.settings.Store(&s)
 	c.calls = newAccounting()

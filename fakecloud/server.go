@@ -132,6 +132,10 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 		fail(err, act.name, "", "")
 		return
 	}
+	if r := req.Params.String("RegionId"); r != "" && r != c.region {
+		fail(apiErr(404, "InvalidRegionId.NotFound", "The specified RegionId %q does not exist here: fakecloud emulates region %s.", r, c.region), act.name, who.AccessKeyID, who.InstanceID)
+		return
+	}
 	if !c.throttle.allow(act.name, now, settings.ThrottleWindow.D(), settings.budget(act.name)) {
 		fail(apiErr(400, CodeThrottling, "Request was denied due to user flow control."), act.name, who.AccessKeyID, who.InstanceID)
 		return

@@ -21,6 +21,9 @@ type Spec struct {
 	VSwitches      []VSwitchSpec       `json:"vswitches,omitempty"`
 	SecurityGroups []SecurityGroupSpec `json:"securityGroups,omitempty"`
 	Instances      []InstanceSpec      `json:"instances,omitempty"`
+	// ENIs are secondary ENIs that exist when the world starts (left over
+	// by an earlier client, say).
+	ENIs []ENISpec `json:"enis,omitempty"`
 	// InstanceTypes adds types to, or replaces whole entries of, the
 	// built-in table (DefaultInstanceTypes).
 	InstanceTypes []InstanceType `json:"instanceTypes,omitempty"`
@@ -31,10 +34,14 @@ type Spec struct {
 	Settings Settings `json:"settings"`
 }
 
-// AccessKeySpec is a static AccessKey pair.
+// AccessKeySpec is a static AccessKey pair. With SecurityToken set it is
+// an STS credential issued outside the emulation: calls must carry the
+// token, and InstanceID (if set) is who they are attributed to.
 type AccessKeySpec struct {
-	ID     string `json:"id"`
-	Secret string `json:"secret"`
+	ID            string `json:"id"`
+	Secret        string `json:"secret"`
+	SecurityToken string `json:"securityToken,omitempty"`
+	InstanceID    string `json:"instanceId,omitempty"`
 }
 
 // VPCSpec is one VPC with its system route table.
@@ -84,6 +91,19 @@ type InstanceSpec struct {
 	// MetadataTokens is "optional" (default) or "required": whether
 	// metadata GETs need an X-aliyun-ecs-metadata-token.
 	MetadataTokens string `json:"metadataTokens,omitempty"`
+}
+
+// ENISpec is a secondary ENI present at start: Available, or InUse on
+// InstanceID.
+type ENISpec struct {
+	ID               string            `json:"id"`
+	VSwitchID        string            `json:"vswitchId"`
+	SecurityGroupIDs []string          `json:"securityGroupIds"`
+	PrimaryIP        string            `json:"primaryIp,omitempty"`
+	SecondaryIPs     []string          `json:"secondaryIps,omitempty"`
+	Tags             map[string]string `json:"tags,omitempty"`
+	InstanceID       string            `json:"instanceId,omitempty"`
+	DeleteOnRelease  bool              `json:"deleteOnRelease,omitempty"`
 }
 
 // Settings are the behaviour knobs. Delays are in world time and scaled by
@@ -310,6 +330,29 @@ func (s Spec) Validate() error {
 		case "", "optional", "required":
 		default:
 			return fmt.Errorf("instance %s: metadataTokens %q must be optional or required", in.ID, in.MetadataTokens)
+		}
+	}
+	enis := map[string]bool{}
+	for _, e := range s.ENIs {
+		if e.ID != "" && enis[e.ID] {
+			return fmt.Errorf("eni %s defined twice", e.ID)
+		}
+		enis[e.ID] = true
+		if _, ok := vsws[e.VSwitchID]; !ok {
+			return fmt.Errorf("eni %s: unknown vswitch %q", e.ID, e.VSwitchID)
+		}
+		if len(e.SecurityGroupIDs) == 0 {
+			return fmt.Errorf("eni %s: needs at least one security group", e.ID)
+		}
+		for _, g := range e.SecurityGroupIDs {
+			if !sgs[g] {
+				return fmt.Errorf("eni %s: unknown security group %q", e.ID, g)
+			}
+		}
+	}
+	for _, k := range s.AccessKeys {
+		if k.ID == "" || k.Secret == "" {
+			return fmt.Errorf("access key %q: id and secret are required", k.ID)
 		}
 	}
 	switch s.Settings.ExhaustionCode {

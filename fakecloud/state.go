@@ -25,7 +25,7 @@ type state struct {
 	VPCs      map[string]*vpc         `json:"-"`
 	VSwitches map[string]*vswitch     `json:"-"`
 	types     map[string]InstanceType `json:"-"`
-	keys      map[string]string       `json:"-"`
+	keys      map[string]AccessKeySpec `json:"-"`
 	macs      map[string]string       `json:"-"`
 	eipPool   *pool4                  `json:"-"`
 	byIP      map[netip.Addr]string   `json:"-"`
@@ -62,7 +62,84 @@ func newState(spec Spec, seed int64, now time.Time) (*state, error) {
 			return nil, err
 		}
 	}
+	for _, e := range spec.ENIs {
+		if err := st.addENI(e, now); err != nil {
+			return nil, err
+		}
+	}
 	return st, nil
+}
+
+// addENI creates a world file's pre-existing ENI.
+func (st *state) addENI(s ENISpec, now time.Time) error {
+	v := st.VSwitches[s.VSwitchID]
+	if v == nil {
+		return fmt.Errorf("eni %s: unknown vswitch %s", s.ID, s.VSwitchID)
+	}
+	if s.ID == "" {
+		s.ID = st.newID("eni")
+	}
+	if _, dup := st.ENIs[s.ID]; dup {
+		return fmt.Errorf("eni %s defined twice", s.ID)
+	}
+	claim := func(str string) (netip.Addr, error) {
+		a, err := netip.ParseAddr(str)
+		if err == nil {
+			err = v.pool4.claim(a)
+		}
+		if err != nil {
+			return netip.Addr{}, fmt.Errorf("eni %s: address %q: %w", s.ID, str, err)
+		}
+		return a, nil
+	}
+	e := &eni{ID: s.ID, Type: ENITypeSecondary, Status: ENIAvailable, VSwitchID: v.ID, VPCID: v.VPCID, ZoneID: v.ZoneID,
+		MAC: st.newMAC(), SecurityGroups: append([]string(nil), s.SecurityGroupIDs...), DeleteOnRelease: s.DeleteOnRelease,
+		CreatedAt: now}
+	if s.PrimaryIP != "" {
+		a, err := claim(s.PrimaryIP)
+		if err != nil {
+			return err
+		}
+		e.PrimaryIP = a
+	} else {
+		got, ok := v.pool4.take(1)
+		if !ok {
+			return fmt.Errorf("eni %s: vswitch %s has no free address", s.ID, v.ID)
+		}
+		e.PrimaryIP = got[0]
+	}
+	for _, str := range s.SecondaryIPs {
+		a, err := claim(str)
+		if err != nil {
+			return err
+		}
+		e.IPv4 = append(e.IPv4, addrRec{Addr: a, At: now})
+	}
+	keys := make([]string, 0, len(s.Tags))
+	for k := range s.Tags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		e.Tags = append(e.Tags, tag{Key: k, Value: s.Tags[k]})
+	}
+	if s.InstanceID != "" {
+		in := st.Instances[s.InstanceID]
+		if in == nil {
+			return fmt.Errorf("eni %s: unknown instance %s", s.ID, s.InstanceID)
+		}
+		if in.ZoneID != v.ZoneID || in.VPCID != v.VPCID {
+			return fmt.Errorf("eni %s: instance %s is in another zone or VPC", s.ID, s.InstanceID)
+		}
+		attached := st.enisOf(in.ID)
+		if t := st.types[in.InstanceType]; len(attached) >= t.EniQuantity {
+			return fmt.Errorf("eni %s: instance %s (%s) already has %d ENIs", s.ID, in.ID, in.InstanceType, t.EniQuantity)
+		}
+		e.Status, e.InstanceID, e.DeviceIndex, e.AttachedAt = ENIInUse, in.ID, freeDeviceIndex(attached), now
+	}
+	st.ENIs[e.ID] = e
+	st.macs[e.MAC] = e.ID
+	return nil
 }
 
 // derive rebuilds the static topology and indexes from Spec and the
@@ -99,9 +176,9 @@ func (st *state) derive() error {
 	for _, t := range mergeInstanceTypes(DefaultInstanceTypes(), spec.InstanceTypes) {
 		st.types[t.InstanceTypeID] = t
 	}
-	st.keys = map[string]string{}
+	st.keys = map[string]AccessKeySpec{}
 	for _, k := range spec.AccessKeys {
-		st.keys[k.ID] = k.Secret
+		st.keys[k.ID] = k
 	}
 	st.byIP = map[netip.Addr]string{}
 	for _, in := range st.Instances {
