@@ -22,13 +22,13 @@ type state struct {
 	STS            map[string]*stsCred       `json:"sts"`
 	SecurityGroups map[string]*securityGroup `json:"securityGroups"`
 
-	VPCs      map[string]*vpc         `json:"-"`
-	VSwitches map[string]*vswitch     `json:"-"`
-	types     map[string]InstanceType `json:"-"`
+	VPCs      map[string]*vpc          `json:"-"`
+	VSwitches map[string]*vswitch      `json:"-"`
+	types     map[string]InstanceType  `json:"-"`
 	keys      map[string]AccessKeySpec `json:"-"`
-	macs      map[string]string       `json:"-"`
-	eipPool   *pool4                  `json:"-"`
-	byIP      map[netip.Addr]string   `json:"-"`
+	macs      map[string]string        `json:"-"`
+	eipPool   *pool4                   `json:"-"`
+	byIP      map[netip.Addr]string    `json:"-"`
 	// seqDirty records that Seq changed since the last journal write.
 	seqDirty bool
 }
