@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk"
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
+	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
+)
+
+func TestMain(m *testing.M) {
+	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
+		os.Unsetenv(k)
+	}
+	os.Setenv("NO_PROXY", "127.0.0.1,localhost")
+	os.Exit(m.Run())
+}
+
+// syncBuffer is a goroutine-safe bytes.Buffer.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string             { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// TestServe runs "fakecloud serve" as other tooling does: it waits for
+// the one stdout line with the endpoint, calls the API through the SDK,
+// stops it and checks the state file was written.
+func TestServe(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state.json")
+	pr, pw := io.Pipe()
+	stderr := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	root := newRootCommand(pw, stderr)
+	root.SetArgs([]string{"serve", "--listen", "127.0.0.1:0", "--state", state, "--time-scale", "0.01",
+		"--access-key-id", "LTAIcli", "--access-key-secret", "cli-secret", "--admin-token", "tok",
+		"--metadata-listen", "127.0.0.1:0=i-bp1lab0000000000001"})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx); pw.Close() }()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no endpoint line: %v (stderr: %s)", err, stderr)
+	}
+	go io.Copy(io.Discard, pr)
+	u, err := url.Parse(strings.TrimSpace(line))
+	if err != nil || u.Scheme != "http" || !strings.HasPrefix(u.Host, "127.0.0.1:") {
+		t.Fatalf("endpoint line %q", line)
+	}
+	cfg := sdk.NewConfig()
+	cfg.Scheme = "HTTP"
+	c, err := ecs.NewClientWithOptions("cn-hangzhou", cfg, credentials.NewAccessKeyCredential("LTAIcli", "cli-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Domain = u.Host
+	req := ecs.CreateCreateNetworkInterfaceRequest()
+	req.VSwitchId, req.SecurityGroupId = "vsw-bp1lab0000000000001", "sg-bp1lab0000000000001"
+	created, err := c.CreateNetworkInterface(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hreq, _ := http.NewRequest(http.MethodGet, u.String()+"/fakecloud/world", nil)
+	hreq.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(hreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), created.NetworkInterfaceId) {
+		t.Fatalf("admin world: %d %s", resp.StatusCode, b)
+	}
+	if strings.Contains(stderr.String(), "cli-secret") {
+		t.Fatal("the secret appears in the logs")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	data, err := os.ReadFile(state)
+	if err != nil || !strings.Contains(string(data), created.NetworkInterfaceId) {
+		t.Fatalf("state file lacks the ENI: %v", err)
+	}
+	if fi, _ := os.Stat(state); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("state file mode %v", fi.Mode().Perm())
+	}
+}
+
+func TestServeRejectsBadFlags(t *testing.T) {
+	for name, args := range map[string][]string{
+		"secret without id":     {"serve", "--access-key-secret", "x"},
+		"id without secret":     {"serve", "--access-key-id", "x"},
+		"bad time scale":        {"serve", "--time-scale", "0"},
+		"bad listen":            {"serve", "--listen", "not-an-address"},
+		"unknown world":         {"serve", "--world", "/nonexistent/world.yaml"},
+		"metadata for nobody":   {"serve", "--listen", "127.0.0.1:0", "--metadata-listen", "127.0.0.1:0=i-nobody"},
+		"unexpected argument":   {"serve", "extra"},
+		"bad log level":         {"serve", "--log-level", "loud"},
+	} {
+		var out, errb bytes.Buffer
+		root := newRootCommand(&out, &errb)
+		root.SetArgs(args)
+		if err := root.Execute(); err == nil {
+			t.Errorf("%s: accepted", name)
+		} else if out.Len() != 0 {
+			t.Errorf("%s: printed an endpoint: %q", name, out.String())
+		}
+	}
+}
+
+func TestHelpDocumentsFlags(t *testing.T) {
+	var out bytes.Buffer
+	root := newRootCommand(&out, &out)
+	root.SetArgs([]string{"serve", "--help"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"--listen", "--world", "--state", "--seed", "--time-scale", "--access-key-id",
+		"--access-key-secret", "--admin-token", "--metadata-listen", "/fakecloud/", "/latest/"} {
+		if !strings.Contains(out.String(), f) {
+			t.Errorf("help lacks %s", f)
+		}
+	}
+}
+
+func TestWorldCommandPrintsLoadableWorld(t *testing.T) {
+	var out bytes.Buffer
+	root := newRootCommand(&out, io.Discard)
+	root.SetArgs([]string{"world"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "w.yaml")
+	if err := os.WriteFile(p, out.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var o2, e2 bytes.Buffer
+	root = newRootCommand(&o2, &e2)
+	ctx, cancel := context.WithCancel(context.Background())
+	root.SetArgs([]string{"serve", "--listen", "127.0.0.1:0", "--world", p})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serving the printed world: %v (%s)", err, e2.String())
+	}
+}
