@@ -51,7 +51,7 @@ tools: $(STATICCHECK) ## Install the lint tools into ./bin
 .PHONY: lint
 lint: $(STATICCHECK) ## go vet, gofmt and staticcheck
 	$(GO) vet ./...
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	@out=$$(gofmt -l .); \
 		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(STATICCHECK) ./...
 

@@ -3,6 +3,7 @@ package fakecloud
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"sort"
 	"strings"
@@ -99,9 +100,18 @@ func newRequestID() string { return strings.ToUpper(uuid.NewString()) }
 func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 	reqID := newRequestID()
 	prod := productECS
+	start := time.Now()
+	// Parameters are never logged: they can carry a SecurityToken.
+	logCall := func(action, ak, instance, outcome string, status int) {
+		if c.log.Enabled(r.Context(), slog.LevelDebug) {
+			c.log.Debug("api call", "action", action, "accessKeyId", ak, "instance", instance, "outcome", outcome,
+				"status", status, "requestId", reqID, "took", time.Since(start))
+		}
+	}
 	fail := func(err error, action, ak, instance string) {
 		e := wire.AsError(err)
 		c.calls.add(action, ak, instance, e.Code)
+		logCall(action, ak, instance, e.Code, e.Status)
 		writeError(w, e, reqID, r.Host, prod.name)
 	}
 	if r.URL.Path != "/" || (r.Method != http.MethodPost && r.Method != http.MethodGet) {
@@ -151,6 +161,7 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.calls.add(act.name, who.AccessKeyID, who.InstanceID, OutcomeSuccess)
+	logCall(act.name, who.AccessKeyID, who.InstanceID, OutcomeSuccess, http.StatusOK)
 	resp.setRequestID(reqID)
 	writeJSON(w, http.StatusOK, reqID, resp)
 }

@@ -166,6 +166,8 @@ func serve(ctx context.Context, o *serveOptions, stdout, stderr io.Writer) error
 	fmt.Fprintln(stdout, url)
 	<-ctx.Done()
 	log.Info("shutting down")
+	// Calls held by pause faults would otherwise keep Shutdown waiting.
+	cloud.ClearFaults()
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, s := range servers {

@@ -33,8 +33,12 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuffer) String() string             { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestServe runs "fakecloud serve" as other tooling does: it waits for
 // the one stdout line with the endpoint, calls the API through the SDK,
@@ -108,14 +112,14 @@ func TestServe(t *testing.T) {
 
 func TestServeRejectsBadFlags(t *testing.T) {
 	for name, args := range map[string][]string{
-		"secret without id":     {"serve", "--access-key-secret", "x"},
-		"id without secret":     {"serve", "--access-key-id", "x"},
-		"bad time scale":        {"serve", "--time-scale", "0"},
-		"bad listen":            {"serve", "--listen", "not-an-address"},
-		"unknown world":         {"serve", "--world", "/nonexistent/world.yaml"},
-		"metadata for nobody":   {"serve", "--listen", "127.0.0.1:0", "--metadata-listen", "127.0.0.1:0=i-nobody"},
-		"unexpected argument":   {"serve", "extra"},
-		"bad log level":         {"serve", "--log-level", "loud"},
+		"secret without id":   {"serve", "--access-key-secret", "x"},
+		"id without secret":   {"serve", "--access-key-id", "x"},
+		"bad time scale":      {"serve", "--time-scale", "0"},
+		"bad listen":          {"serve", "--listen", "not-an-address"},
+		"unknown world":       {"serve", "--world", "/nonexistent/world.yaml"},
+		"metadata for nobody": {"serve", "--listen", "127.0.0.1:0", "--metadata-listen", "127.0.0.1:0=i-nobody"},
+		"unexpected argument": {"serve", "extra"},
+		"bad log level":       {"serve", "--log-level", "loud"},
 	} {
 		var out, errb bytes.Buffer
 		root := newRootCommand(&out, &errb)
