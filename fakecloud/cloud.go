@@ -33,8 +33,9 @@ type Options struct {
 	Clock clock.WithDelayedExecution
 	// Logger receives operational logs; nil discards them.
 	Logger *slog.Logger
-	// Hypervisor is told about instance, ENI, address and route changes;
-	// nil means none.
+	// Hypervisor is told about instance, ENI, address and route changes,
+	// starting with every running instance and route table; nil means
+	// none.
 	Hypervisor Hypervisor
 	// AdminToken enables the admin API under /fakecloud/ for requests
 	// bearing it; empty disables the admin API.
@@ -134,6 +135,10 @@ func New(opts Options) (*Cloud, error) {
 	c.mu.Lock()
 	c.rescheduleLocked()
 	c.mu.Unlock()
+	if !c.hooks.nop {
+		// The machines of a (restored) world exist from the start.
+		c.Resync()
+	}
 	return c, nil
 }
 

@@ -77,12 +77,9 @@ func (c *Cloud) associateEipAddress(x *call) (response, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := c.st.EIPs[id]
-	if e == nil {
-		return nil, apiErr(404, CodeAllocationNotFound, "Specified allocation ID is not found.")
-	}
-	if e.Status != EIPAvailable {
-		return nil, apiErr(400, CodeIncorrectEIPStatus, "Current elastic IP status does not support this operation.")
+	e, err := c.eipInStatusLocked(id, EIPAvailable)
+	if err != nil {
+		return nil, err
 	}
 	var nic *eni
 	switch typ {
@@ -114,6 +111,18 @@ func (c *Cloud) associateEipAddress(x *call) (response, error) {
 	return &base{}, c.commitLocked()
 }
 
+// eipInStatusLocked looks an EIP up and checks it is in status want.
+func (c *Cloud) eipInStatusLocked(id, want string) (*eip, error) {
+	e := c.st.EIPs[id]
+	if e == nil {
+		return nil, apiErr(404, CodeAllocationNotFound, "Specified allocation ID is not found.")
+	}
+	if e.Status != want {
+		return nil, apiErr(400, CodeIncorrectEIPStatus, "Current elastic IP status does not support this operation.")
+	}
+	return e, nil
+}
+
 // eipOnLocked returns the EIP bound (or binding) to address a of ENI
 // eniID, if any.
 func (c *Cloud) eipOnLocked(eniID string, a netip.Addr) *eip {
@@ -143,12 +152,9 @@ func (c *Cloud) unassociateEipAddress(x *call) (response, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := c.st.EIPs[id]
-	if e == nil {
-		return nil, apiErr(404, CodeAllocationNotFound, "Specified allocation ID is not found.")
-	}
-	if e.Status != EIPInUse {
-		return nil, apiErr(400, CodeIncorrectEIPStatus, "Current elastic IP status does not support this operation.")
+	e, err := c.eipInStatusLocked(id, EIPInUse)
+	if err != nil {
+		return nil, err
 	}
 	if e.InstanceID != target {
 		return nil, apiErr(404, "InvalidBindInstance.NotFound", "The specified bind instance does not exist.")
@@ -166,12 +172,9 @@ func (c *Cloud) releaseEipAddress(x *call) (response, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := c.st.EIPs[id]
-	if e == nil {
-		return nil, apiErr(404, CodeAllocationNotFound, "Specified allocation ID is not found.")
-	}
-	if e.Status != EIPAvailable {
-		return nil, apiErr(400, CodeIncorrectEIPStatus, "Current elastic IP status does not support this operation.")
+	e, err := c.eipInStatusLocked(id, EIPAvailable)
+	if err != nil {
+		return nil, err
 	}
 	c.st.eipPool.release(e.Address)
 	delete(c.st.EIPs, id)

@@ -250,25 +250,45 @@ func dedupe(s []string) []string {
 	return out
 }
 
-func (c *Cloud) attachNetworkInterface(x *call) (response, error) {
-	id, err := required(x.p, "NetworkInterfaceId")
+// eniAndInstanceLocked reads NetworkInterfaceId and InstanceId and looks
+// both up, as Attach and Detach do.
+func (c *Cloud) eniAndInstanceLocked(p wire.Params) (*eni, *instance, error) {
+	e, err := c.eniLocked(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	instID, err := required(p, "InstanceId")
+	if err != nil {
+		return nil, nil, err
+	}
+	in := c.st.Instances[instID]
+	if in == nil {
+		return nil, nil, errEcsNotFound(instID)
+	}
+	return e, in, nil
+}
+
+// eniLocked reads NetworkInterfaceId and looks the ENI up.
+func (c *Cloud) eniLocked(p wire.Params) (*eni, error) {
+	id, err := required(p, "NetworkInterfaceId")
 	if err != nil {
 		return nil, err
 	}
-	instID, err := required(x.p, "InstanceId")
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	e := c.st.ENIs[id]
 	if e == nil {
 		return nil, errENINotFound(id)
 	}
-	in := c.st.Instances[instID]
-	if in == nil {
-		return nil, errEcsNotFound(instID)
+	return e, nil
+}
+
+func (c *Cloud) attachNetworkInterface(x *call) (response, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, in, err := c.eniAndInstanceLocked(x.p)
+	if err != nil {
+		return nil, err
 	}
+	id, instID := e.ID, in.ID
 	if e.Type == ENITypePrimary {
 		return nil, apiErr(403, CodeInvalidENIType, "The primary ENI %s cannot be attached.", id)
 	}
@@ -321,24 +341,13 @@ func freeDeviceIndex(attached []*eni) int {
 }
 
 func (c *Cloud) detachNetworkInterface(x *call) (response, error) {
-	id, err := required(x.p, "NetworkInterfaceId")
-	if err != nil {
-		return nil, err
-	}
-	instID, err := required(x.p, "InstanceId")
-	if err != nil {
-		return nil, err
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := c.st.ENIs[id]
-	if e == nil {
-		return nil, errENINotFound(id)
+	e, in, err := c.eniAndInstanceLocked(x.p)
+	if err != nil {
+		return nil, err
 	}
-	in := c.st.Instances[instID]
-	if in == nil {
-		return nil, errEcsNotFound(instID)
-	}
+	id, instID := e.ID, in.ID
 	if e.Type == ENITypePrimary {
 		return nil, apiErr(400, CodeDetachPrimary, "The primary ENI %s cannot be detached.", id)
 	}
@@ -358,16 +367,13 @@ func (c *Cloud) detachNetworkInterface(x *call) (response, error) {
 }
 
 func (c *Cloud) deleteNetworkInterface(x *call) (response, error) {
-	id, err := required(x.p, "NetworkInterfaceId")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, err := c.eniLocked(x.p)
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.st.ENIs[id]
-	if e == nil {
-		return nil, errENINotFound(id)
-	}
+	id := e.ID
 	if e.Type == ENITypePrimary {
 		return nil, apiErr(403, CodeInvalidENIType, "The primary ENI %s cannot be deleted.", id)
 	}
@@ -454,15 +460,14 @@ type describeENIAttrResponse struct {
 }
 
 func (c *Cloud) describeNetworkInterfaceAttribute(x *call) (response, error) {
-	id, err := required(x.p, "NetworkInterfaceId")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, err := c.eniLocked(x.p)
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.st.ENIs[id]
-	if e == nil || !c.visibleLocked(e.CreatedAt) {
-		return nil, errENINotFound(id)
+	if !c.visibleLocked(e.CreatedAt) {
+		return nil, errENINotFound(e.ID)
 	}
 	return &describeENIAttrResponse{eniJSON: c.eniJSONLocked(e)}, nil
 }

@@ -3,6 +3,8 @@ package fakecloud
 import (
 	"net/netip"
 	"slices"
+
+	"github.com/terway-sim/terway/fakecloud/wire"
 )
 
 // ipFamily abstracts what differs between the IPv4 and IPv6 variants of
@@ -77,6 +79,19 @@ type assignIPv6Response struct {
 	} `json:"Ipv6PrefixSets"`
 }
 
+// addressableENILocked looks up the ENI of an Assign/Unassign call; only
+// Available and InUse ENIs take address changes.
+func (c *Cloud) addressableENILocked(p wire.Params) (*eni, error) {
+	e, err := c.eniLocked(p)
+	if err != nil {
+		return nil, err
+	}
+	if e.Status != ENIAvailable && e.Status != ENIInUse {
+		return nil, errENIState(e.ID, "Available or InUse", e.Status)
+	}
+	return e, nil
+}
+
 func (c *Cloud) assignPrivateIPAddresses(x *call) (response, error) { return c.assign(x, family4) }
 func (c *Cloud) assignIPv6Addresses(x *call) (response, error)      { return c.assign(x, family6) }
 
@@ -112,12 +127,9 @@ func (c *Cloud) assign(x *call, f ipFamily) (response, error) {
 	if resp, ok, err := c.replayLocked(x, f.action); ok {
 		return resp, err
 	}
-	e := c.st.ENIs[id]
-	if e == nil {
-		return nil, errENINotFound(id)
-	}
-	if e.Status != ENIAvailable && e.Status != ENIInUse {
-		return nil, errENIState(id, "Available or InUse", e.Status)
+	e, err := c.addressableENILocked(p)
+	if err != nil {
+		return nil, err
 	}
 	v := c.st.VSwitches[e.VSwitchID]
 	if f.v6 && v.pool6 == nil {
@@ -200,12 +212,9 @@ func (c *Cloud) unassign(x *call, f ipFamily) (response, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := c.st.ENIs[id]
-	if e == nil {
-		return nil, errENINotFound(id)
-	}
-	if e.Status != ENIAvailable && e.Status != ENIInUse {
-		return nil, errENIState(id, "Available or InUse", e.Status)
+	e, err := c.addressableENILocked(p)
+	if err != nil {
+		return nil, err
 	}
 	recs := f.recs(e)
 	for _, a := range addrs {

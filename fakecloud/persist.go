@@ -231,35 +231,15 @@ func (j *journal) write(st *state, d *dirtySet) error {
 		j.buf.WriteString("}\n")
 		return nil
 	}
-	var err error
-	for id := range d.enis {
-		v, ok := st.ENIs[id]
-		err = errors.Join(err, enc("eni", id, v, ok))
-	}
-	for id := range d.instances {
-		v, ok := st.Instances[id]
-		err = errors.Join(err, enc("instance", id, v, ok))
-	}
-	for id := range d.eips {
-		v, ok := st.EIPs[id]
-		err = errors.Join(err, enc("eip", id, v, ok))
-	}
-	for id := range d.routes {
-		v, ok := st.Routes[id]
-		err = errors.Join(err, enc("route", id, v, ok))
-	}
-	for id := range d.tokens {
-		v, ok := st.Tokens[id]
-		err = errors.Join(err, enc("token", id, v, ok))
-	}
-	for id := range d.sts {
-		v, ok := st.STS[id]
-		err = errors.Join(err, enc("sts", id, v, ok))
-	}
-	for id := range d.sgs {
-		v, ok := st.SecurityGroups[id]
-		err = errors.Join(err, enc("sg", id, v, ok))
-	}
+	err := errors.Join(
+		encodeDirty(enc, "eni", d.enis, st.ENIs),
+		encodeDirty(enc, "instance", d.instances, st.Instances),
+		encodeDirty(enc, "eip", d.eips, st.EIPs),
+		encodeDirty(enc, "route", d.routes, st.Routes),
+		encodeDirty(enc, "token", d.tokens, st.Tokens),
+		encodeDirty(enc, "sts", d.sts, st.STS),
+		encodeDirty(enc, "sg", d.sgs, st.SecurityGroups),
+	)
 	if st.seqDirty {
 		err = errors.Join(err, enc("seq", "", st.Seq, true))
 		st.seqDirty = false
@@ -283,6 +263,17 @@ func (j *journal) write(st *state, d *dirtySet) error {
 
 // compact writes a fresh snapshot (atomically, mode 0600) and starts an
 // empty journal.
+// encodeDirty journals the objects of m named in ids: their current value,
+// or a deletion for those that are gone.
+func encodeDirty[T any](enc func(kind, id string, v any, present bool) error, kind string, ids map[string]bool, m map[string]*T) error {
+	var err error
+	for id := range ids {
+		v, ok := m[id]
+		err = errors.Join(err, enc(kind, id, v, ok))
+	}
+	return err
+}
+
 func (j *journal) compact(st *state) error {
 	data, err := json.Marshal(st)
 	if err != nil {

@@ -65,13 +65,7 @@ func (c *Cloud) describeRouteTableList(x *call) (response, error) {
 		j := routeTableJSON{VpcID: v.ID, RouteTableID: v.RouteTableID, RouteTableType: "System", RouterID: v.VRouterID,
 			RouterType: "VRouter", AssociateType: "VSwitch", Status: "Available", CreationTime: apiTime(c.st.Created),
 			OwnerID: c.ownerIDLocked()}
-		j.VSwitchIDs.VSwitchID = []string{}
-		for _, s := range c.st.VSwitches {
-			if s.VPCID == v.ID {
-				j.VSwitchIDs.VSwitchID = append(j.VSwitchIDs.VSwitchID, s.ID)
-			}
-		}
-		sort.Strings(j.VSwitchIDs.VSwitchID)
+		j.VSwitchIDs.VSwitchID = c.vswitchIDsLocked(v.ID)
 		j.GatewayIDs.GatewayIDs = []string{}
 		resp.RouterTableList.RouterTableListType = append(resp.RouterTableList.RouterTableListType, j)
 	}

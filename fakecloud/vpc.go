@@ -187,15 +187,21 @@ func (c *Cloud) describeVpcs(x *call) (response, error) {
 				Ipv6Isp       string `json:"Ipv6Isp"`
 			}{}
 		}
-		j.VSwitchIDs.VSwitchID = []string{}
-		for _, s := range c.st.VSwitches {
-			if s.VPCID == v.ID {
-				j.VSwitchIDs.VSwitchID = append(j.VSwitchIDs.VSwitchID, s.ID)
-			}
-		}
-		sort.Strings(j.VSwitchIDs.VSwitchID)
+		j.VSwitchIDs.VSwitchID = c.vswitchIDsLocked(v.ID)
 		j.RouterTableIDs.RouterTableIDs = []string{v.RouteTableID}
 		resp.Vpcs.Vpc = append(resp.Vpcs.Vpc, j)
 	}
 	return resp, nil
+}
+
+// vswitchIDsLocked lists the vSwitches of a VPC, sorted.
+func (c *Cloud) vswitchIDsLocked(vpcID string) []string {
+	out := []string{}
+	for _, s := range c.st.VSwitches {
+		if s.VPCID == vpcID {
+			out = append(out, s.ID)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
