@@ -8,7 +8,6 @@ require (
 	github.com/alibabacloud-go/tea v1.3.13
 	github.com/alibabacloud-go/vpc-20160428/v6 v6.12.8
 	github.com/aliyun/alibaba-cloud-sdk-go v1.63.107
-	github.com/google/uuid v1.6.0
 	github.com/spf13/cobra v1.10.2
 	k8s.io/utils v0.0.0-20261023123148-ca04ba58ecab
 	sigs.k8s.io/yaml v1.6.0

@@ -4,12 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/terway-sim/terway/fakecloud/wire"
 )
@@ -95,7 +94,30 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func newRequestID() string { return strings.ToUpper(uuid.NewString()) }
+// newRequestID returns an ID shaped like the gateway's (an upper-case
+// UUID). Request IDs must be unique, not unpredictable, so the fast
+// math/rand/v2 generator does.
+func newRequestID() string {
+	const hex = "0123456789ABCDEF"
+	var b [36]byte
+	hi, lo := rand.Uint64(), rand.Uint64()
+	j := 0
+	for i := 0; i < 32; i++ {
+		if i == 8 || i == 12 || i == 16 || i == 20 {
+			b[j] = '-'
+			j++
+		}
+		var nib uint64
+		if i < 16 {
+			nib = hi >> (60 - 4*i) & 15
+		} else {
+			nib = lo >> (60 - 4*(i-16)) & 15
+		}
+		b[j] = hex[nib]
+		j++
+	}
+	return string(b[:])
+}
 
 func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 	reqID := newRequestID()

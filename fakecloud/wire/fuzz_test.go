@@ -54,6 +54,9 @@ func FuzzVerify(f *testing.F) {
 		if got, want := percentEncode(v1), pctReplacer.Replace(url.QueryEscape(v1)); got != want {
 			t.Fatalf("percentEncode(%q) = %q, want %q", v1, got, want)
 		}
+		if got, want := string(appendDoubleEncoded(nil, v1)), percentEncode(percentEncode(v1)); got != want {
+			t.Fatalf("appendDoubleEncoded(%q) = %q, want %q", v1, got, want)
+		}
 		p := url.Values{"AccessKeyId": {"ak"}, "SignatureMethod": {"HMAC-SHA1"}, "SignatureVersion": {"1.0"},
 			"SignatureNonce": {"n"}, "Timestamp": {"2024-01-01T00:00:00Z"}, "SignatureType": {""}}
 		p.Set(k1, v1)

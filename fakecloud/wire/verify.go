@@ -129,18 +129,40 @@ func (q *Request) stringToSignV1() string {
 		}
 	}
 	sort.Strings(keys)
-	var b strings.Builder
+	// StringToSign = METHOD&%2F&pct(pct(k1)=pct(v1)&...): the canonical
+	// query is encoded twice, which appendDoubleEncoded does in one pass.
+	b := make([]byte, 0, 512)
+	b = append(b, q.method...)
+	b = append(b, "&%2F&"...)
+	first := true
 	for _, k := range keys {
 		for _, val := range v[k] {
-			if b.Len() > 0 {
-				b.WriteByte('&')
+			if !first {
+				b = append(b, "%26"...) // "&"
 			}
-			b.WriteString(percentEncode(k))
-			b.WriteByte('=')
-			b.WriteString(percentEncode(val))
+			first = false
+			b = appendDoubleEncoded(b, k)
+			b = append(b, "%3D"...) // "="
+			b = appendDoubleEncoded(b, val)
 		}
 	}
-	return q.method + "&" + percentEncode("/") + "&" + percentEncode(b.String())
+	return string(b)
+}
+
+// appendDoubleEncoded appends percentEncode(percentEncode(s)): unreserved
+// bytes stay, every other byte c becomes "%25" followed by c's two
+// upper-case hex digits (the first pass's "%XX", with "%" encoded again).
+func appendDoubleEncoded(b []byte, s string) []byte {
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if unreserved(c) {
+			b = append(b, c)
+			continue
+		}
+		b = append(b, '%', '2', '5', hex[c>>4], hex[c&15])
+	}
+	return b
 }
 
 func (q *Request) canonicalRequestV3() string {

@@ -230,3 +230,11 @@ func TestPercentEncodeMatchesReference(t *testing.T) {
 		}
 	}
 }
+
+func TestDoubleEncodedMatchesTwoPasses(t *testing.T) {
+	for _, s := range []string{"", "abc", "a b*c~d+e/f", "中文", "%zz", "\x00\xff", "2024-01-01T00:00:00Z"} {
+		if got, want := string(appendDoubleEncoded(nil, s)), percentEncode(percentEncode(s)); got != want {
+			t.Errorf("appendDoubleEncoded(%q) = %q, want %q", s, got, want)
+		}
+	}
+}
