@@ -60,6 +60,20 @@ run-fakecloud: ## Run fakecloud on 127.0.0.1:18080 with a demo AccessKey
 	$(GO) run ./cmd/fakecloud serve --listen 127.0.0.1:18080 \
 		--access-key-id LTAIdemo --access-key-secret demo-secret --admin-token demo-admin
 
+PROTOC_GEN_GO_VERSION      ?= v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION ?= v1.6.2
+
+.PHONY: proto-tools
+proto-tools: ## Install the protoc plugins into ./bin (protoc itself: apt install protobuf-compiler)
+	@mkdir -p $(BIN)
+	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	GOBIN=$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+
+.PHONY: proto
+proto: ## Regenerate daemon/rpc from its .proto files (generated code is committed)
+	cd daemon/rpc && PATH=$(BIN):$$PATH protoc --go_out=. --go_opt=paths=source_relative \
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative rpc.proto tracing.proto
+
 .PHONY: clean
 clean: ## Remove build outputs
 	rm -rf $(BIN)
