@@ -170,6 +170,7 @@ func (c *Cloud) createNetworkInterface(x *call) (response, error) {
 		SecurityGroups: dedupe(sgs), PrimaryIP: primary, Tags: tags, DeleteOnRelease: deleteOnRelease,
 		SourceDestCheck: srcDst, ResourceGroupID: p.String("ResourceGroupId"), TrafficMode: mode,
 		QueueNumber: queues, CreatedAt: now,
+		VisibleAt: now.Add(c.scale(c.st.Spec.Settings.ConsistencyWindow.D())),
 	}
 	for _, a := range addrs {
 		e.IPv4 = append(e.IPv4, addrRec{Addr: a, At: now})
@@ -466,17 +467,17 @@ func (c *Cloud) describeNetworkInterfaceAttribute(x *call) (response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !c.visibleLocked(e.CreatedAt) {
+	if !c.visibleLocked(e) {
 		return nil, errENINotFound(e.ID)
 	}
 	return &describeENIAttrResponse{eniJSON: c.eniJSONLocked(e)}, nil
 }
 
-// visibleLocked models eventual consistency: a resource created less than
-// the consistency window ago is missing from Describe answers.
-func (c *Cloud) visibleLocked(created time.Time) bool {
-	w := c.scale(c.st.Spec.Settings.ConsistencyWindow.D())
-	return w <= 0 || !c.now().Before(created.Add(w))
+// visibleLocked models eventual consistency: an ENI created through the
+// API is missing from Describe answers until its VisibleAt (creation plus
+// the consistency window). ENIs of the world file exist from the start.
+func (c *Cloud) visibleLocked(e *eni) bool {
+	return !c.now().Before(e.VisibleAt)
 }
 
 type describeENIsResponse struct {
@@ -504,7 +505,7 @@ func (c *Cloud) describeNetworkInterfaces(x *call) (response, error) {
 	defer c.mu.Unlock()
 	var matched []*eni
 	for _, e := range c.st.sortedENIs() {
-		if f.match(e) && c.visibleLocked(e.CreatedAt) {
+		if f.match(e) && c.visibleLocked(e) {
 			matched = append(matched, e)
 		}
 	}

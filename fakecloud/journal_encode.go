@@ -61,6 +61,7 @@ func appendENI(b []byte, e *eni) []byte {
 	b = appendStrField(b, "trafficMode", e.TrafficMode, false)
 	b = appendIntField(b, "queueNumber", e.QueueNumber)
 	b = appendTimeField(b, "createdAt", e.CreatedAt)
+	b = appendTimeField(b, "visibleAt", e.VisibleAt)
 	b = appendTimeField(b, "attachedAt", e.AttachedAt)
 	b = appendTimeField(b, "due", e.Due)
 	b = appendStrField(b, "staleInstanceId", e.StaleInstanceID, false)

@@ -52,7 +52,10 @@ type eni struct {
 	TrafficMode     string     `json:"trafficMode,omitempty"`
 	QueueNumber     int        `json:"queueNumber,omitempty"`
 	CreatedAt       time.Time  `json:"createdAt"`
-	AttachedAt      time.Time  `json:"attachedAt,omitempty"`
+	// VisibleAt is when Describe starts listing the ENI (eventual
+	// consistency); zero means at once.
+	VisibleAt  time.Time `json:"visibleAt,omitempty"`
+	AttachedAt time.Time `json:"attachedAt,omitempty"`
 	// Due is when the pending transition of Attaching, Detaching or
 	// Deleting completes.
 	Due time.Time `json:"due,omitempty"`

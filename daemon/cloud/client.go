@@ -1,0 +1,329 @@
+// Package cloud is the daemon's client of ECS, VPC and the instance
+// metadata service. It wraps the unmodified alibaba-cloud-sdk-go with what
+// a node agent needs: one endpoint setting for the real cloud (HTTPS) or an
+// emulator (HTTP), credentials that refresh themselves, per-API rate
+// limits that slow down when the cloud throttles, one backoff mechanism,
+// retries only of retryable outcomes, ClientTokens recorded before a
+// mutating call and reused when it is retried, and operator switches that
+// stop mutating calls.
+package cloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk"
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
+	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
+	"github.com/aliyun/alibaba-cloud-sdk-go/services/vpc"
+	"k8s.io/utils/clock"
+
+	"github.com/terway-sim/terway/daemon/backoff"
+)
+
+// Observer receives the measurements the daemon exports as metrics.
+type Observer interface {
+	// APICall is one call of an ECS/VPC action and how it ended
+	// ("Success", an error code, "TransportError", "Degraded", ...).
+	APICall(action string, took time.Duration, outcome string)
+	// RateLimitWait is how long a call waited for its rate limiter.
+	RateLimitWait(action string, waited time.Duration)
+	// MetadataCall is one metadata read.
+	MetadataCall(path string, took time.Duration, err error)
+}
+
+// NopObserver ignores every measurement.
+type NopObserver struct{}
+
+// APICall implements Observer.
+func (NopObserver) APICall(string, time.Duration, string) {}
+
+// RateLimitWait implements Observer.
+func (NopObserver) RateLimitWait(string, time.Duration) {}
+
+// MetadataCall implements Observer.
+func (NopObserver) MetadataCall(string, time.Duration, error) {}
+
+// Degradation switches off classes of mutating calls, for operators who
+// need the daemon to stop touching the cloud.
+type Degradation string
+
+// Degradation levels.
+const (
+	DegradationNone Degradation = ""
+	// DegradationNoMutation refuses every mutating call.
+	DegradationNoMutation Degradation = "no_mutation"
+	// DegradationNoRelease refuses calls that give resources back
+	// (Unassign*, Detach, Delete); allocation continues.
+	DegradationNoRelease Degradation = "no_release"
+)
+
+// ErrDegraded is returned for calls refused by the degradation switch.
+var ErrDegraded = errors.New("refused by the degradation switch")
+
+// Options configure a Client.
+type Options struct {
+	RegionID string
+	// ECSEndpoint and VPCEndpoint: empty means the real cloud over HTTPS;
+	// "http://host:port" (or a bare host) an emulator.
+	ECSEndpoint string
+	VPCEndpoint string
+	Credentials credentials.CredentialsProvider
+	// RateLimits overrides calls per minute per action ("*": default).
+	RateLimits map[string]int
+	Backoff    *backoff.Set
+	Clock      clock.Clock
+	Observer   Observer
+	// Journal records ClientTokens before mutating calls; nil keeps them
+	// in memory only.
+	Journal Journal
+	// Timeout bounds one HTTP exchange with the API (default 20s).
+	Timeout time.Duration
+	// MaxConcurrentCalls bounds SDK clients in use at once (default 8).
+	MaxConcurrentCalls int
+}
+
+// Client calls ECS and VPC. It is safe for concurrent use: every call
+// borrows an SDK client of its own (the SDK's clients are not safe to
+// share) from a small pool, so unrelated calls are not serialised.
+type Client struct {
+	region  string
+	creds   credentials.CredentialsProvider
+	ecsEP   endpoint
+	vpcEP   endpoint
+	timeout time.Duration
+	clock   clock.Clock
+	backoff *backoff.Set
+	obs     Observer
+	limits  *rateLimits
+	journal Journal
+	degrade atomic.Value // Degradation
+
+	ecsPool *sdkPool[*ecs.Client]
+	vpcPool *sdkPool[*vpc.Client]
+	// limits caches instance-type limits; types do not change.
+	limitsCache sync.Map
+}
+
+type endpoint struct {
+	scheme string // "HTTPS" or "HTTP"
+	host   string // "" = the SDK's endpoint resolution
+}
+
+func parseEndpoint(s string) (endpoint, error) {
+	if s == "" {
+		return endpoint{scheme: "HTTPS"}, nil
+	}
+	if !strings.Contains(s, "://") {
+		return endpoint{scheme: "HTTPS", host: s}, nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return endpoint{}, fmt.Errorf("endpoint %q must be http(s)://host[:port] or a host", s)
+	}
+	return endpoint{scheme: strings.ToUpper(u.Scheme), host: u.Host}, nil
+}
+
+// sdkConstructMu serialises SDK client construction: the constructors fill
+// a package-level endpoint map lazily and race with each other.
+var sdkConstructMu sync.Mutex
+
+// New returns a Client.
+func New(o Options) (*Client, error) {
+	if o.RegionID == "" {
+		return nil, errors.New("cloud: region is required")
+	}
+	if o.Credentials == nil {
+		return nil, errors.New("cloud: credentials are required")
+	}
+	ecsEP, err := parseEndpoint(o.ECSEndpoint)
+	if err != nil {
+		return nil, fmt.Errorf("cloud: ECS %w", err)
+	}
+	vpcEP, err := parseEndpoint(o.VPCEndpoint)
+	if err != nil {
+		return nil, fmt.Errorf("cloud: VPC %w", err)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Backoff == nil {
+		o.Backoff = backoff.NewSet(o.Clock, nil)
+	}
+	if o.Observer == nil {
+		o.Observer = NopObserver{}
+	}
+	if o.Journal == nil {
+		o.Journal = &memoryJournal{}
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 20 * time.Second
+	}
+	if o.MaxConcurrentCalls <= 0 {
+		o.MaxConcurrentCalls = 8
+	}
+	c := &Client{region: o.RegionID, creds: o.Credentials, ecsEP: ecsEP, vpcEP: vpcEP, timeout: o.Timeout,
+		clock: o.Clock, backoff: o.Backoff, obs: o.Observer, limits: newRateLimits(o.Clock, o.RateLimits),
+		journal: o.Journal}
+	c.degrade.Store(DegradationNone)
+	c.ecsPool = newSDKPool(o.MaxConcurrentCalls, func() (*ecs.Client, error) {
+		sdkConstructMu.Lock()
+		defer sdkConstructMu.Unlock()
+		cl, err := ecs.NewClientWithOptions(c.region, c.sdkConfig(c.ecsEP), c.creds)
+		if err != nil {
+			return nil, err
+		}
+		cl.Domain = c.ecsEP.host
+		return cl, nil
+	})
+	c.vpcPool = newSDKPool(o.MaxConcurrentCalls, func() (*vpc.Client, error) {
+		sdkConstructMu.Lock()
+		defer sdkConstructMu.Unlock()
+		cl, err := vpc.NewClientWithOptions(c.region, c.sdkConfig(c.vpcEP), c.creds)
+		if err != nil {
+			return nil, err
+		}
+		cl.Domain = c.vpcEP.host
+		return cl, nil
+	})
+	return c, nil
+}
+
+func (c *Client) sdkConfig(ep endpoint) *sdk.Config {
+	cfg := sdk.NewConfig()
+	cfg.Scheme = ep.scheme
+	cfg.Timeout = c.timeout
+	cfg.AutoRetry = false // we retry, with backoff and ClientTokens
+	cfg.UserAgent = "terway-sim"
+	return cfg
+}
+
+// SetDegradation switches classes of mutating calls off or on again.
+func (c *Client) SetDegradation(d Degradation) { c.degrade.Store(d) }
+
+// Degradation returns the current switch.
+func (c *Client) Degradation() Degradation { return c.degrade.Load().(Degradation) }
+
+// callClass says what a call does, for the degradation switch.
+type callClass int
+
+const (
+	readCall callClass = iota
+	allocCall
+	releaseCall
+)
+
+// call runs one API call: degradation check, rate limit, the call,
+// measurements, and throttling feedback to the limiter. It does not retry.
+func (c *Client) call(ctx context.Context, action string, class callClass, fn func() error) error {
+	if class != readCall {
+		d := c.Degradation()
+		if d == DegradationNoMutation || (d == DegradationNoRelease && class == releaseCall) {
+			c.obs.APICall(action, 0, "Degraded")
+			return fmt.Errorf("%s: %w (%s)", action, ErrDegraded, d)
+		}
+	}
+	lim := c.limits.get(action)
+	waited, err := lim.wait(ctx)
+	c.obs.RateLimitWait(action, waited)
+	if err != nil {
+		return fmt.Errorf("%s: waiting for the rate limiter: %w", action, err)
+	}
+	start := c.clock.Now()
+	err = fn()
+	c.obs.APICall(action, c.clock.Since(start), outcome(err))
+	switch {
+	case IsThrottling(err):
+		lim.throttled()
+	case err == nil:
+		lim.succeeded()
+	}
+	return err
+}
+
+// ecsCall borrows an ECS client for fn.
+func (c *Client) ecsCall(ctx context.Context, action string, class callClass, fn func(*ecs.Client) error) error {
+	return c.call(ctx, action, class, func() error {
+		cl, err := c.ecsPool.get(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.ecsPool.put(cl)
+		return fn(cl)
+	})
+}
+
+// vpcCall borrows a VPC client for fn.
+func (c *Client) vpcCall(ctx context.Context, action string, class callClass, fn func(*vpc.Client) error) error {
+	return c.call(ctx, action, class, func() error {
+		cl, err := c.vpcPool.get(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.vpcPool.put(cl)
+		return fn(cl)
+	})
+}
+
+// sdkPool lends SDK clients, creating up to max of them on demand.
+type sdkPool[T any] struct {
+	mk      func() (T, error)
+	idle    chan T
+	tickets chan struct{}
+}
+
+func newSDKPool[T any](max int, mk func() (T, error)) *sdkPool[T] {
+	p := &sdkPool[T]{mk: mk, idle: make(chan T, max), tickets: make(chan struct{}, max)}
+	for i := 0; i < max; i++ {
+		p.tickets <- struct{}{}
+	}
+	return p
+}
+
+func (p *sdkPool[T]) get(ctx context.Context) (T, error) {
+	var zero T
+	select {
+	case cl := <-p.idle:
+		return cl, nil
+	default:
+	}
+	select {
+	case cl := <-p.idle:
+		return cl, nil
+	case <-p.tickets:
+		cl, err := p.mk()
+		if err != nil {
+			p.tickets <- struct{}{}
+			return zero, fmt.Errorf("create SDK client: %w", err)
+		}
+		return cl, nil
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+func (p *sdkPool[T]) put(cl T) { p.idle <- cl }
+
+// retry runs a call with the backoff policy key, retrying retryable
+// outcomes only.
+func (c *Client) retry(ctx context.Context, key string, fn func(ctx context.Context) error) error {
+	return c.backoff.Retry(ctx, key, func(ctx context.Context) (bool, error) {
+		err := fn(ctx)
+		var again errRetry
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.As(err, &again):
+			return false, err
+		case errors.Is(err, ErrDegraded) || !IsRetryable(err):
+			return false, backoff.Permanent(err)
+		}
+		return false, err
+	})
+}

@@ -1,0 +1,479 @@
+package cloud
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/terway-sim/terway/daemon/backoff"
+	"github.com/terway-sim/terway/fakecloud"
+)
+
+const (
+	testAK     = "LTAIdaemonTest"
+	testSecret = "daemon-test-secret"
+	node1      = "i-bp1lab0000000000001"
+	vsw1       = "vsw-bp1lab0000000000001"
+	vsw2       = "vsw-bp1lab0000000000002"
+	sg         = fakecloud.DefaultSecurityGroup
+)
+
+func TestMain(m *testing.M) {
+	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
+		os.Unsetenv(k)
+	}
+	os.Setenv("NO_PROXY", "127.0.0.1,localhost")
+	os.Exit(m.Run())
+}
+
+// fastBackoff makes every policy short so tests wait milliseconds.
+func fastBackoff() *backoff.Set {
+	o := map[string]wait.Backoff{}
+	for k, b := range backoff.Defaults() {
+		o[k] = wait.Backoff{Duration: 5 * time.Millisecond, Factor: 1.2, Jitter: 0.1, Steps: max(b.Steps, 3)}
+	}
+	return backoff.NewSet(nil, o)
+}
+
+// world is a fakecloud plus a node's view of it.
+type world struct {
+	t     *testing.T
+	cloud *fakecloud.Cloud
+	api   *Client
+	node  *Node
+	mdURL string
+}
+
+type worldOpt func(*fakecloud.Spec, *fakecloud.Options, *Options)
+
+func newWorld(t *testing.T, opts ...worldOpt) *world {
+	t.Helper()
+	spec := fakecloud.DefaultSpec()
+	spec.AccessKeys = []fakecloud.AccessKeySpec{{ID: testAK, Secret: testSecret}}
+	fo := fakecloud.Options{Seed: 7, TimeScale: 0.01} // default delays and lag, 100× faster
+	co := Options{RegionID: fakecloud.DefaultRegion, Backoff: fastBackoff(),
+		Credentials: credentials.NewStaticAKCredentialsProvider(testAK, testSecret)}
+	for _, o := range opts {
+		o(&spec, &fo, &co)
+	}
+	fo.Spec = &spec
+	c, err := fakecloud.New(fo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := httptest.NewServer(c)
+	md := httptest.NewServer(c.MetadataHandler(node1))
+	t.Cleanup(func() { api.Close(); md.Close(); c.Close() })
+	co.ECSEndpoint, co.VPCEndpoint = api.URL, api.URL
+	cl, err := New(co)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := NewMetadata(md.URL, md.Client(), nil, fastBackoff(), nil)
+	inst, err := meta.Instance(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &world{t: t, cloud: c, api: cl, node: &Node{API: cl, Metadata: meta, Instance: inst, MetadataTimeout: 5 * time.Second}, mdURL: md.URL}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func secondaries(c *fakecloud.Cloud) []fakecloud.ENIView {
+	var out []fakecloud.ENIView
+	for _, e := range c.ENIs() {
+		if e.Type != fakecloud.ENITypePrimary {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func TestMetadataIdentity(t *testing.T) {
+	w := newWorld(t)
+	in := w.node.Instance
+	if in.ID != node1 || in.RegionID != "cn-hangzhou" || in.ZoneID != "cn-hangzhou-h" || in.VSwitchID != vsw1 ||
+		in.InstanceType != "ecs.g7.xlarge" || in.VPCID != fakecloud.DefaultVPCID || in.PrimaryMAC == "" {
+		t.Fatalf("instance: %+v", in)
+	}
+	macs, err := w.node.Metadata.MACs(ctx(t))
+	if err != nil || len(macs) != 1 || macs[0] != in.PrimaryMAC {
+		t.Fatalf("macs %v %v", macs, err)
+	}
+	e, err := w.node.Metadata.ENI(ctx(t), in.PrimaryMAC)
+	if err != nil || e.Gateway.String() != "192.168.0.253" || e.CIDR.String() != "192.168.0.0/24" || len(e.IPv4) != 1 ||
+		e.CIDR6.String() != "fd00:192:168::/64" {
+		t.Fatalf("eni meta %+v %v", e, err)
+	}
+	if _, err := w.node.Metadata.Get(ctx(t), "no/such/path"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing path: %v", err)
+	}
+}
+
+func TestMetadataTokenModes(t *testing.T) {
+	// Required tokens: the client must use the token flow.
+	w := newWorld(t, func(s *fakecloud.Spec, _ *fakecloud.Options, _ *Options) { s.Instances[0].MetadataTokens = "required" })
+	if _, err := w.node.Metadata.Instance(ctx(t)); err != nil {
+		t.Fatalf("required-token metadata: %v", err)
+	}
+	// A service without the token flow: the client falls back.
+	var gets int
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			http.NotFound(rw, r)
+			return
+		}
+		gets++
+		if r.Header.Get(metadataTokenHeader) != "" {
+			t.Errorf("token sent to a tokenless service")
+		}
+		_, _ = rw.Write([]byte("i-legacy"))
+	}))
+	defer srv.Close()
+	m := NewMetadata(srv.URL, srv.Client(), nil, fastBackoff(), nil)
+	if v, err := m.value(ctx(t), "instance-id"); err != nil || v != "i-legacy" {
+		t.Fatalf("tokenless: %q %v", v, err)
+	}
+	// 500s are retried, then reported.
+	var calls int
+	bad := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			_, _ = rw.Write([]byte("tok"))
+			return
+		}
+		calls++
+		http.Error(rw, "boom", 500)
+	}))
+	defer bad.Close()
+	m = NewMetadata(bad.URL, bad.Client(), nil, fastBackoff(), nil)
+	if _, err := m.Get(ctx(t), "instance-id"); err == nil || calls < 2 {
+		t.Fatalf("500s: %d calls, err %v", calls, err)
+	}
+}
+
+func TestRAMRoleCredentials(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	w := newWorld(t, func(s *fakecloud.Spec, o *fakecloud.Options, _ *Options) {
+		s.AccessKeys = nil
+		s.Settings.STSLifetime = fakecloud.Duration(time.Hour)
+		o.Clock = clk
+	})
+	md := NewMetadata(w.mdURL, nil, clk, fastBackoff(), nil)
+	prov, name, err := NewCredentials(CredentialSource{}, md, clk)
+	if err != nil || name != "instance RAM role" {
+		t.Fatalf("provider %q: %v", name, err)
+	}
+	api, err := New(Options{RegionID: "cn-hangzhou", Credentials: prov, ECSEndpoint: "http://" + hostOf(t, w), VPCEndpoint: "http://" + hostOf(t, w), Backoff: fastBackoff()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.DescribeENIs(ctx(t), ENIFilter{InstanceID: node1}); err != nil {
+		t.Fatalf("call with RAM-role credentials: %v", err)
+	}
+	first, _ := prov.GetCredentials()
+	// 50 minutes later the credentials are within 15 minutes of expiry:
+	// the provider renews them before the cloud would refuse them.
+	clk.Step(50 * time.Minute)
+	second, err := prov.GetCredentials()
+	if err != nil || second.AccessKeyId == first.AccessKeyId {
+		t.Fatalf("not renewed before expiry: %v", err)
+	}
+	if n := w.cloud.CallCount(fakecloud.CallFilter{InstanceID: node1}); n != 1 {
+		t.Fatalf("calls attributed to the instance: %d", n)
+	}
+}
+
+func hostOf(t *testing.T, w *world) string {
+	t.Helper()
+	return w.api.ecsEP.host
+}
+
+func TestCredentialFile(t *testing.T) {
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain.json")
+	if err := os.WriteFile(plain, []byte(`{"access.key.id":"ak","access.key.secret":"sk","security.token":"tok","expiration":"2099-01-01T00:00:00Z"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prov, _, err := NewCredentials(CredentialSource{CredentialPath: plain}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := prov.GetCredentials()
+	if err != nil || c.AccessKeyId != "ak" || c.SecurityToken != "tok" {
+		t.Fatalf("plain file: %+v %v", c, err)
+	}
+	// Terway's encrypted form.
+	key := "0123456789abcdef"
+	enc := func(s string) string {
+		block, _ := aes.NewCipher([]byte(key))
+		pad := aes.BlockSize - len(s)%aes.BlockSize
+		b := append([]byte(s), make([]byte, pad)...)
+		for i := len(s); i < len(b); i++ {
+			b[i] = byte(pad)
+		}
+		iv := []byte("fedcba9876543210")
+		out := make([]byte, len(b))
+		cipher.NewCBCEncrypter(block, iv).CryptBlocks(out, b)
+		return base64.StdEncoding.EncodeToString(append(iv, out...))
+	}
+	sealed := filepath.Join(dir, "sealed.json")
+	body := `{"access.key.id":"` + enc("akE") + `","access.key.secret":"` + enc("skE") + `","security.token":"` + enc("tokE") + `","keyring":"` + key + `"}`
+	if err := os.WriteFile(sealed, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prov, _, _ = NewCredentials(CredentialSource{CredentialPath: sealed}, nil, nil)
+	if c, err := prov.GetCredentials(); err != nil || c.AccessKeyId != "akE" || c.AccessKeySecret != "skE" || c.SecurityToken != "tokE" {
+		t.Fatalf("encrypted file: %+v %v", c, err)
+	}
+	if _, _, err := NewCredentials(CredentialSource{AccessKeyID: "only-id"}, nil, nil); err == nil {
+		t.Fatal("half an access key accepted")
+	}
+}
+
+func TestAllocateAndReleaseENI(t *testing.T) {
+	w := newWorld(t)
+	tags := map[string]string{"creator": "terway", "terway.alibabacloud.com/instance-id": node1}
+	r, err := w.node.AllocateENI(ctx(t), CreateENIRequest{IntentKey: "t1", VSwitchID: vsw1, SecurityGroups: []string{sg},
+		SecondaryIPv4: 3, IPv6: 2, Tags: tags})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != StatusInUse || r.InstanceID != node1 || len(r.IPv4) != 3 || len(r.IPv6) != 2 || r.Tags["creator"] != "terway" {
+		t.Fatalf("allocated: %+v", r.ENI)
+	}
+	if r.Meta.ID != r.ID || len(r.Meta.IPv4) != 4 || len(r.Meta.IPv6) != 2 || r.Meta.Gateway.String() != "192.168.0.253" {
+		t.Fatalf("metadata view: %+v", r.Meta)
+	}
+	more, err := w.node.AssignIPv4(ctx(t), "t2", r.Meta, 2)
+	if err != nil || len(more) != 2 {
+		t.Fatalf("assign: %v %v", more, err)
+	}
+	if err := w.api.UnassignIPv4(ctx(t), r.ID, more); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.node.WaitAddressesGone(ctx(t), r.MAC, more); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.api.UnassignIPv4(ctx(t), r.ID, more); err != nil {
+		t.Fatalf("unassign twice must succeed: %v", err)
+	}
+	if err := w.node.ReleaseENI(ctx(t), r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(secondaries(w.cloud)); n != 0 {
+		t.Fatalf("%d ENIs left", n)
+	}
+	if err := w.node.ReleaseENI(ctx(t), r.ID); err != nil {
+		t.Fatalf("release twice must succeed: %v", err)
+	}
+}
+
+func TestAllocateRollsBack(t *testing.T) {
+	w := newWorld(t)
+	if _, err := w.cloud.AddFault(fakecloud.Fault{Kind: fakecloud.FaultError, Action: "AttachNetworkInterface",
+		Code: "InvalidOperation.InvalidEcsState", Status: 400}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := w.node.AllocateENI(ctx(t), CreateENIRequest{IntentKey: "rb", VSwitchID: vsw1, SecurityGroups: []string{sg}})
+	if err == nil || ErrorCode(err) != "InvalidOperation.InvalidEcsState" {
+		t.Fatalf("attach failure: %v", err)
+	}
+	if n := len(secondaries(w.cloud)); n != 0 {
+		t.Fatalf("rollback left %d ENIs", n)
+	}
+}
+
+// TestCreateRetryReusesToken loses the answer to a Create: the retry with
+// the same ClientToken gets the same ENI instead of a second one.
+func TestCreateRetryReusesToken(t *testing.T) {
+	w := newWorld(t)
+	if _, err := w.cloud.AddFault(fakecloud.Fault{Kind: fakecloud.FaultLostResponse, Action: "CreateNetworkInterface", Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := w.api.CreateENI(ctx(t), CreateENIRequest{IntentKey: "lost", VSwitchID: vsw1, SecurityGroups: []string{sg}, SecondaryIPv4: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := secondaries(w.cloud); len(got) != 1 || got[0].ID != e.ID {
+		t.Fatalf("ENIs after a lost answer and a retry: %+v (answer %s)", got, e.ID)
+	}
+	if n := w.cloud.CallCount(fakecloud.CallFilter{Action: "CreateNetworkInterface"}); n != 2 {
+		t.Fatalf("%d create calls, want 2", n)
+	}
+	if _, ok, _ := w.api.journal.Intent("lost"); ok {
+		t.Fatal("intent kept after success")
+	}
+}
+
+func TestRetriesOnlyRetryable(t *testing.T) {
+	w := newWorld(t)
+	e, err := w.api.CreateENI(ctx(t), CreateENIRequest{IntentKey: "r", VSwitchID: vsw1, SecurityGroups: []string{sg}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two InternalErrors are retried through.
+	_, _ = w.cloud.AddFault(fakecloud.Fault{Kind: fakecloud.FaultError, Action: "AssignPrivateIpAddresses", Count: 2})
+	if ips, err := w.api.AssignIPv4(ctx(t), "a1", e.ID, 2); err != nil || len(ips) != 2 {
+		t.Fatalf("after transient errors: %v %v", ips, err)
+	}
+	w.cloud.ClearFaults()
+	// An answer that will not change is not retried.
+	before := w.cloud.CallCount(fakecloud.CallFilter{Action: "AssignPrivateIpAddresses"})
+	if _, err := w.api.AssignIPv4(ctx(t), "a2", "eni-bp1nothere", 1); !IsNotFound(err) {
+		t.Fatalf("unknown ENI: %v", err)
+	}
+	if n := w.cloud.CallCount(fakecloud.CallFilter{Action: "AssignPrivateIpAddresses"}) - before; n != 1 {
+		t.Fatalf("a final answer was retried: %d calls", n)
+	}
+}
+
+func TestDegradation(t *testing.T) {
+	w := newWorld(t)
+	w.api.SetDegradation(DegradationNoMutation)
+	_, err := w.api.CreateENI(ctx(t), CreateENIRequest{IntentKey: "d", VSwitchID: vsw1, SecurityGroups: []string{sg}})
+	if !errors.Is(err, ErrDegraded) {
+		t.Fatalf("create while degraded: %v", err)
+	}
+	if _, err := w.api.DescribeENIs(ctx(t), ENIFilter{InstanceID: node1}); err != nil {
+		t.Fatalf("reads continue while degraded: %v", err)
+	}
+	w.api.SetDegradation(DegradationNoRelease)
+	e, err := w.api.CreateENI(ctx(t), CreateENIRequest{IntentKey: "d2", VSwitchID: vsw1, SecurityGroups: []string{sg}})
+	if err != nil {
+		t.Fatalf("allocation under no_release: %v", err)
+	}
+	if err := w.api.DeleteENI(ctx(t), e.ID); !errors.Is(err, ErrDegraded) {
+		t.Fatalf("delete under no_release: %v", err)
+	}
+	if n := w.cloud.CallCount(fakecloud.CallFilter{Action: "DeleteNetworkInterface"}); n != 0 {
+		t.Fatalf("degraded calls reached the cloud: %d", n)
+	}
+}
+
+// TestThrottlingSlowsDown gives the account a tiny budget: calls are
+// retried after Throttling, the client's limiter slows down, and every
+// call still completes.
+func TestThrottlingSlowsDown(t *testing.T) {
+	w := newWorld(t, func(s *fakecloud.Spec, _ *fakecloud.Options, o *Options) {
+		s.Settings.Throttle = map[string]int{"*": 0, "DescribeNetworkInterfaces": 5}
+		s.Settings.ThrottleWindow = fakecloud.Duration(200 * time.Millisecond)
+		o.Backoff = backoff.NewSet(nil, map[string]wait.Backoff{"": {Duration: 50 * time.Millisecond, Factor: 1.5, Steps: 10}})
+	})
+	lim := w.api.limits.get("DescribeNetworkInterfaces")
+	base := lim.lim.Limit()
+	for i := 0; i < 12; i++ {
+		if _, err := w.api.DescribeENIs(ctx(t), ENIFilter{InstanceID: node1}); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if n := w.cloud.CallCount(fakecloud.CallFilter{Action: "DescribeNetworkInterfaces", Outcome: "Throttling.User"}); n == 0 {
+		t.Fatal("the budget never throttled")
+	}
+	if lim.lim.Limit() >= base {
+		t.Fatalf("limiter did not slow down: %v (base %v)", lim.lim.Limit(), base)
+	}
+}
+
+func TestConcurrentCallsShareNothing(t *testing.T) {
+	w := newWorld(t)
+	e, err := w.api.CreateENI(ctx(t), CreateENIRequest{IntentKey: "c", VSwitchID: vsw1, SecurityGroups: []string{sg}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A new ENI is missing from Describe for the consistency window.
+	if _, err := w.api.WaitENIStatus(ctx(t), e.ID, StatusAvailable); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i%2 == 0 {
+				_, err := w.api.DescribeENIs(ctx(t), ENIFilter{IDs: []string{e.ID}})
+				if err != nil {
+					t.Error(err)
+				}
+				return
+			}
+			if _, err := w.api.DescribeENI(ctx(t), e.ID); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestVSwitchPoolExhaustionAndRecovery(t *testing.T) {
+	w := newWorld(t, func(s *fakecloud.Spec, _ *fakecloud.Options, _ *Options) {
+		s.VSwitches[0].CIDR = "192.168.0.0/29" // 4 usable, eth0 takes one
+	})
+	p, err := NewVSwitchPool(w.api, nil, SelectMostFree, []string{vsw1}, time.Hour, 50*time.Millisecond, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := p.Pick(ctx(t))
+	if err != nil || v.ID != vsw1 || v.Available != 3 {
+		t.Fatalf("pick: %+v %v", v, err)
+	}
+	e, err := w.api.CreateENI(ctx(t), CreateENIRequest{IntentKey: "x", VSwitchID: vsw1, SecurityGroups: []string{sg}, SecondaryIPv4: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.api.AssignIPv4(ctx(t), "y", e.ID, 1)
+	if !IsExhausted(err) {
+		t.Fatalf("dry vSwitch: %v", err)
+	}
+	p.Block(vsw1)
+	if _, err := p.Pick(ctx(t)); !errors.Is(err, ErrNoVSwitch) {
+		t.Fatalf("blocked pick: %v", err)
+	}
+	// The block expires by itself and a fresh Describe is consulted.
+	if err := w.api.UnassignIPv4(ctx(t), e.ID, e.IPv4[:1]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(60 * time.Millisecond)
+	if v, err := p.Pick(ctx(t)); err != nil || v.Available != 1 {
+		t.Fatalf("after the block expired: %+v %v", v, err)
+	}
+	// Released() unblocks at once.
+	p.Block(vsw1)
+	p.Released(vsw1)
+	if _, err := p.Pick(ctx(t)); err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+}
+
+func TestInstanceLimitsCached(t *testing.T) {
+	w := newWorld(t)
+	for i := 0; i < 3; i++ {
+		l, err := w.api.InstanceTypeLimits(ctx(t), "ecs.g7.xlarge")
+		if err != nil || l.Adapters != 4 || l.IPv4PerAdapter != 15 || l.MaxPodsENIMultiIP() != 45 || !l.SupportIPv6() {
+			t.Fatalf("limits %+v %v", l, err)
+		}
+	}
+	if n := w.cloud.CallCount(fakecloud.CallFilter{Action: "DescribeInstanceTypes"}); n != 1 {
+		t.Fatalf("%d DescribeInstanceTypes calls, want 1", n)
+	}
+	sgs, err := w.api.SecurityGroupsOfInstance(ctx(t), node1)
+	if err != nil || len(sgs) != 1 || sgs[0] != sg {
+		t.Fatalf("security groups %v %v", sgs, err)
+	}
+}

@@ -1,0 +1,166 @@
+package cloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// vSwitch selection policies.
+const (
+	// SelectRandom shuffles the candidates (Terway's default).
+	SelectRandom = "random"
+	// SelectMostFree orders candidates by free addresses, most first
+	// (Terway's "ordered").
+	SelectMostFree = "most"
+	// SelectOrdered keeps the configured order.
+	SelectOrdered = "ordered"
+)
+
+// ErrNoVSwitch is returned when every candidate vSwitch is dry or blocked.
+var ErrNoVSwitch = errors.New("no vSwitch with free addresses")
+
+// VSwitchPool picks the vSwitch for a new ENI among the configured ones of
+// the node's zone. A vSwitch the cloud reported dry is blocked for a
+// while; it comes back by itself when the block expires or when the daemon
+// releases an address in it, so a node never stays wedged (Terway #100).
+type VSwitchPool struct {
+	api        *Client
+	clock      clock.Clock
+	policy     string
+	candidates []string
+	ttl        time.Duration
+	blockFor   time.Duration
+
+	mu      sync.Mutex
+	cache   map[string]cachedVSwitch
+	blocked map[string]time.Time
+	rng     *rand.Rand
+}
+
+type cachedVSwitch struct {
+	v  VSwitch
+	at time.Time
+}
+
+// NewVSwitchPool returns a pool over candidates. ttl is how long a
+// Describe answer is trusted (Terway: 10m); blockFor how long a dry
+// vSwitch is skipped (Terway: 10m).
+func NewVSwitchPool(api *Client, c clock.Clock, policy string, candidates []string, ttl, blockFor time.Duration, seed uint64) (*VSwitchPool, error) {
+	switch policy {
+	case "", SelectRandom:
+		policy = SelectRandom
+	case SelectMostFree, SelectOrdered:
+	default:
+		return nil, fmt.Errorf("vswitch_selection_policy %q (random, ordered, most)", policy)
+	}
+	if len(candidates) == 0 {
+		return nil, errors.New("no candidate vSwitches")
+	}
+	if c == nil {
+		c = clock.RealClock{}
+	}
+	return &VSwitchPool{api: api, clock: c, policy: policy, candidates: append([]string(nil), candidates...),
+		ttl: ttl, blockFor: blockFor, cache: map[string]cachedVSwitch{}, blocked: map[string]time.Time{},
+		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}, nil
+}
+
+// Pick returns the vSwitch to use now, per policy, skipping blocked and
+// dry ones.
+func (p *VSwitchPool) Pick(ctx context.Context) (VSwitch, error) {
+	var usable []VSwitch
+	var lastErr error
+	for _, id := range p.candidates {
+		if p.isBlocked(id) {
+			continue
+		}
+		v, err := p.get(ctx, id)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		if v.Available > 0 {
+			usable = append(usable, v)
+		}
+	}
+	if len(usable) == 0 {
+		if lastErr != nil {
+			return VSwitch{}, fmt.Errorf("%w (last error: %w)", ErrNoVSwitch, lastErr)
+		}
+		return VSwitch{}, ErrNoVSwitch
+	}
+	switch p.policy {
+	case SelectRandom:
+		p.mu.Lock()
+		i := p.rng.IntN(len(usable))
+		p.mu.Unlock()
+		return usable[i], nil
+	case SelectMostFree:
+		sort.SliceStable(usable, func(i, j int) bool { return usable[i].Available > usable[j].Available })
+	}
+	return usable[0], nil
+}
+
+func (p *VSwitchPool) isBlocked(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	until, ok := p.blocked[id]
+	if ok && !p.clock.Now().Before(until) {
+		delete(p.blocked, id)
+		delete(p.cache, id) // look again
+		return false
+	}
+	return ok
+}
+
+func (p *VSwitchPool) get(ctx context.Context, id string) (VSwitch, error) {
+	p.mu.Lock()
+	c, ok := p.cache[id]
+	p.mu.Unlock()
+	if ok && p.clock.Since(c.at) < p.ttl {
+		return c.v, nil
+	}
+	v, err := p.api.DescribeVSwitch(ctx, id)
+	if err != nil {
+		return VSwitch{}, err
+	}
+	p.mu.Lock()
+	p.cache[id] = cachedVSwitch{v: v, at: p.clock.Now()}
+	p.mu.Unlock()
+	return v, nil
+}
+
+// Get returns a vSwitch's facts (cached).
+func (p *VSwitchPool) Get(ctx context.Context, id string) (VSwitch, error) { return p.get(ctx, id) }
+
+// Block skips a vSwitch the cloud reported dry.
+func (p *VSwitchPool) Block(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.blocked[id] = p.clock.Now().Add(p.blockFor)
+}
+
+// Released unblocks a vSwitch in which addresses were just given back.
+func (p *VSwitchPool) Released(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.blocked, id)
+	delete(p.cache, id)
+}
+
+// Blocked lists the vSwitches blocked now, with when each comes back.
+func (p *VSwitchPool) Blocked() map[string]time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]time.Time{}
+	for k, v := range p.blocked {
+		out[k] = v
+	}
+	return out
+}
