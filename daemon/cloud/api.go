@@ -484,7 +484,9 @@ type Limits struct {
 
 // SupportIPv6 reports whether dual-stack ENIMultiIP works on this type:
 // as many IPv6 as IPv4 addresses per ENI.
-func (l Limits) SupportIPv6() bool { return l.IPv6PerAdapter > 0 && l.IPv6PerAdapter >= l.IPv4PerAdapter }
+func (l Limits) SupportIPv6() bool {
+	return l.IPv6PerAdapter > 0 && l.IPv6PerAdapter >= l.IPv4PerAdapter
+}
 
 // MaxPodsENIMultiIP is the shared-ENI pod capacity: every address of
 // every secondary ENI.

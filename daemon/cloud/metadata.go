@@ -231,16 +231,16 @@ func (m *Metadata) MACs(ctx context.Context) ([]string, error) {
 
 // ENIMeta is what metadata says about one attached ENI.
 type ENIMeta struct {
-	ID          string
-	MAC         string
-	PrimaryIP   netip.Addr
-	IPv4        []netip.Addr // all IPv4 addresses, the primary included
-	IPv6        []netip.Addr
-	Gateway     netip.Addr
-	Gateway6    netip.Addr
-	VSwitchID   string
-	CIDR        netip.Prefix
-	CIDR6       netip.Prefix
+	ID        string
+	MAC       string
+	PrimaryIP netip.Addr
+	IPv4      []netip.Addr // all IPv4 addresses, the primary included
+	IPv6      []netip.Addr
+	Gateway   netip.Addr
+	Gateway6  netip.Addr
+	VSwitchID string
+	CIDR      netip.Prefix
+	CIDR6     netip.Prefix
 }
 
 // ENI reads the metadata of the ENI with the given MAC. IPv6 fields stay
