@@ -11,7 +11,8 @@ FUZZ_LONG   ?= 2m
 FUZZ_TARGETS := \
 	./fakecloud/wire:FuzzParseRequest \
 	./fakecloud/wire:FuzzVerify \
-	./fakecloud:FuzzServeAPI
+	./fakecloud:FuzzServeAPI \
+	./daemon/config:FuzzParse
 
 .DEFAULT_GOAL := help
 

@@ -95,18 +95,14 @@ func (st *state) addENI(s ENISpec, now time.Time) error {
 	e := &eni{ID: s.ID, Type: ENITypeSecondary, Status: ENIAvailable, VSwitchID: v.ID, VPCID: v.VPCID, ZoneID: v.ZoneID,
 		MAC: st.newMAC(), SecurityGroups: append([]string(nil), s.SecurityGroupIDs...), DeleteOnRelease: s.DeleteOnRelease,
 		CreatedAt: now}
+	// Explicit addresses first, so that the automatic primary cannot take
+	// one of them.
 	if s.PrimaryIP != "" {
 		a, err := claim(s.PrimaryIP)
 		if err != nil {
 			return err
 		}
 		e.PrimaryIP = a
-	} else {
-		got, ok := v.pool4.take(1)
-		if !ok {
-			return fmt.Errorf("eni %s: vswitch %s has no free address", s.ID, v.ID)
-		}
-		e.PrimaryIP = got[0]
 	}
 	for _, str := range s.SecondaryIPs {
 		a, err := claim(str)
@@ -114,6 +110,13 @@ func (st *state) addENI(s ENISpec, now time.Time) error {
 			return err
 		}
 		e.IPv4 = append(e.IPv4, addrRec{Addr: a, At: now})
+	}
+	if s.PrimaryIP == "" {
+		got, ok := v.pool4.take(1)
+		if !ok {
+			return fmt.Errorf("eni %s: vswitch %s has no free address", s.ID, v.ID)
+		}
+		e.PrimaryIP = got[0]
 	}
 	keys := make([]string, 0, len(s.Tags))
 	for k := range s.Tags {

@@ -1,0 +1,181 @@
+// Package config parses the node daemon's configuration eni_conf: Terway's
+// JSON document, kept in key eni_conf of ConfigMap kube-system/eni-config and
+// mounted at /etc/eni/eni_conf (Terway's -config default: /etc/eni/eni.json).
+//
+// Keys follow Terway's spelling and meaning, so an eni_conf written for Terway
+// works here unchanged. Keys this daemon does not implement, and keys nobody
+// knows, are accepted and listed in [Config.Ignored] for the daemon to log as
+// "accepted and ignored"; they are never an error. Bad values of the keys we
+// do implement are errors that name the key:
+//
+//	eni_conf: max_pool_size: must be >= 0, got -1
+//	eni_conf: ip_stack: "ipv6" is not supported (ipv4, dual)
+//
+// Use [Parse] (or [ParseFile]); for Terway's dynamic per-node configuration
+// (node label terway-config=<name> → eni_conf of ConfigMap <name> merged over
+// the default) first combine the two documents with [Merge], an RFC 7396 JSON
+// Merge Patch. [Config.Capacity] and [Config.PoolSizes] turn the instance
+// type's limits and the pool keys into the numbers the pools use.
+//
+// # General rules
+//
+//   - A key set to null or "" is the same as a key left out: its default applies.
+//   - Key names match case-insensitively when there is no exact match, as with
+//     encoding/json in Terway.
+//   - Durations are JSON strings in Go syntax: "500ms", "90s", "10m", "1h".
+//     backoff_override also takes integer nanoseconds (Terway's form).
+//     Negative durations, and negative counts and sizes, are errors.
+//   - "Default" below is what an empty document ({}) yields; see [Defaults].
+//
+// # Terway keys implemented
+//
+// Credentials and cloud:
+//
+//   - version (string, ""): informational.
+//   - access_key, access_secret (string, ""): a static AccessKey pair. Empty:
+//     credential_path, then the instance's RAM role from the metadata service.
+//   - credential_path (string, ""): an encrypted STS token file (Terway's
+//     addon token format).
+//   - region_id (string, ""): empty means the metadata service's region-id.
+//   - resource_group_id (string, ""): resource group of the ENIs created.
+//   - security_group (string, ""), security_groups ([]string, none): the
+//     security groups of created ENIs, their union at most 10
+//     ([Config.SecurityGroupIDs]). None: those of the instance's primary ENI.
+//   - vswitches (object zone-id → [vSwitch IDs], none): the vSwitches ENIs are
+//     created in; only the entry of the node's zone is used. None: the vSwitch
+//     of the instance's primary ENI.
+//   - vswitch_selection_policy (string, "random"): how a vSwitch is picked
+//     among vswitches[zone]: "random" (shuffled) or "ordered", which means
+//     "most free first": the vSwitch with the highest
+//     AvailableIpAddressCount first. "most" (Terway's internal name for the
+//     same policy) is accepted and read as "ordered".
+//   - eni_tags (object, none): tags added to every ENI the daemon creates, next
+//     to its own ownership tags.
+//   - eni_tag_filter (object, none): when set, only ENIs carrying all these
+//     tags are managed; other attached ENIs are left alone.
+//   - rate_limit (object API name → calls per minute): client-side limits per
+//     ECS/VPC API; N allows N/60 calls per second with a burst of N. Entries
+//     override the defaults one API at a time; "*" covers every API without an
+//     entry; values must be >= 1. Defaults: DescribeNetworkInterfaceAttribute
+//     2000, DescribeNetworkInterfaces 800, CreateNetworkInterface 500,
+//     AttachNetworkInterface 500, DeleteNetworkInterface 500,
+//     DetachNetworkInterface 400, AssignPrivateIpAddresses 400,
+//     UnassignPrivateIpAddresses 400, AssignIpv6Addresses 400,
+//     UnassignIpv6Addresses 400, DescribeInstanceTypes 400, DescribeVSwitches
+//     300, "*" 500 ([DefaultRateLimits], [Config.RateLimitFor]).
+//   - backoff_override (object key → backoff): retry schedules. A backoff is
+//     Terway's {"InitialDelay", "Duration", "Factor", "Jitter", "Steps",
+//     "Cap"} (field names case-insensitive; durations as integer nanoseconds
+//     or duration strings). An entry starts from the built-in schedule of its
+//     key (table below; [DefaultBackoffs]), so it may set only some fields;
+//     Steps must end up >= 1, the others >= 0. A key without a schedule of its
+//     own starts from the one of "" ([Config.Backoff] tells which schedule a
+//     key gets). Unknown fields of an entry land in Ignored.
+//
+// Built-in backoff schedules (Terway main's):
+//
+//	key                        InitialDelay  Duration  Factor  Jitter  Steps  Cap
+//	"" (everything else)       0             2s        1.5     0.3     6      -
+//	eni_create                 0             10s       2       0.3     2      -
+//	eni_ops                    0             5s        2       0.3     6      -
+//	eni_release                0             4s        2       0.5     8      -
+//	eni_ip_ops                 0             5s        1       1.3     6      -
+//	eni_delete_confirm         1s            2s        1.5     0       4      4s
+//	wait_eni_status            3s            3s        1.5     0.5     8      -
+//	meta_assign_private_ip     0             1.1s      1       0.2     10     -
+//	meta_unassign_private_ip   0             1.1s      1       0.2     10     -
+//	wait_sts_token_ready       0             1s        1       0.2     60     -
+//
+// Addresses and routes:
+//
+//   - ip_stack (string, "ipv4"): "ipv4" or "dual". Anything else, "ipv6"
+//     included, is an error.
+//   - service_cidr (string, ""): the Service CIDR(s), "<v4>" or "<v4>,<v6>"
+//     (either order, one per family), parsed into [Config.ServiceCIDRv4] and
+//     [Config.ServiceCIDRv6]. Empty: the daemon reads it from the cluster.
+//   - extra_routes ([{"dst": CIDR}], none): more routes put into pods through
+//     the pod's gateway.
+//
+// Pool and capacity:
+//
+//   - max_pool_size (int >= 0, 0): the most idle IPs (ENIOnly: idle ENIs) the
+//     node keeps; the excess goes back to the cloud. Terway's chart ships 5.
+//   - min_pool_size (int >= 0, 0): the warm pool, idle IPs kept ready.
+//   - min_eni (int >= 0, 0): when > 0, min_pool_size becomes min_eni × IPs per
+//     ENI (still limited by max_pool_size).
+//   - max_eni (int >= 0, 0): when > 0, caps the secondary ENIs the daemon uses.
+//   - eni_cap_ratio (number, 1; 0 means 1, negative is an error),
+//     eni_cap_shift (int, 0): the
+//     secondary ENIs used are int(EniQuantity × eni_cap_ratio) +
+//     eni_cap_shift − 1, capped by max_eni ([Config.Capacity]). How the pool
+//     keys combine (min_pool_size > max_pool_size lowers min to max, as Terway
+//     main does) is told at [Config.PoolSizes].
+//   - eni_selection_policy (string, "most_ips"): which ENI gets the next IP:
+//     "most_ips" (the fullest ENI first: packs pods so that emptied ENIs can be
+//     released whole) or "least_ips" (the emptiest first).
+//   - ip_pool_sync_period (duration, "120s"; "0s" means the default): how often
+//     the pool is trimmed to max_pool_size, reclaimed and refilled to
+//     min_pool_size.
+//   - idle_ip_reclaim_after (duration, unset): enables idle IP reclaim; idle IPs
+//     above min_pool_size are returned once the pool has not changed for this
+//     long. Unset or "0s": disabled.
+//   - idle_ip_reclaim_interval (duration, "10m"; "0s" means the default): time
+//     between two reclaim rounds.
+//   - idle_ip_reclaim_batch_size (int, 5; 0 means the default): the most
+//     IPs returned per round.
+//   - idle_ip_reclaim_jitter_factor (string holding a number >= 0, "0.1"; a
+//     bare number is accepted): the interval is stretched by up to this
+//     fraction at random.
+//
+// Kubernetes:
+//
+//   - custom_stateful_workload_kinds ([]string, none): owner kinds whose pods
+//     keep their IP for sticky_time like StatefulSet pods (case-insensitive;
+//     [Config.IsStatefulKind]).
+//   - kube_client_qps (number >= 0, 0), kube_client_burst (int >= 0, 0): the
+//     Kubernetes client's limits; 0 means client-go's default.
+//   - enable_patch_pod_ips (bool, true): write annotation k8s.aliyun.com/pod-ips.
+//   - disable_device_plugin (bool, false): do not register the aliyun/eni
+//     device plugin (ENIOnly).
+//
+// # Terway keys accepted and ignored
+//
+// These Terway keys belong to features this daemon does not have (EIP, trunk
+// and member ENIs, eRDMA, IP prefixes, centralized IPAM, warm-up): prefix,
+// enable_eip_pool, allow_eip_rob, enable_eip_migrate, enable_eni_trunking,
+// enable_erdma, ipam_type, eni_cap_policy, enable_ip_prefix,
+// ipv4_prefix_count, ipv6_prefix_count, ip_warm_up_size, eni_tag_block_list,
+// wait_trunk_eni, disable_security_group_check, in_cluster_loadbalance
+// ([UnimplementedKeys]). When one is set to anything but null, false, 0, "",
+// "false", [] or {} it is listed in Ignored.
+//
+// # Extensions (keys of ours, not Terway's)
+//
+//   - endpoint (URL, ""): one http(s) URL serving both the ECS and the VPC API
+//     (fakecloud, for instance). Empty: the real cloud's regional endpoints.
+//   - ecs_endpoint, vpc_endpoint (URL, ""): per-API override of endpoint
+//     ([Config.ECSEndpoint], [Config.VPCEndpoint]).
+//   - metadata_endpoint (URL, "http://100.100.100.200"): the instance
+//     metadata service.
+//   - cluster_id (string, ""): goes into the ownership tags of every ENI the
+//     daemon creates, so that orphan sweeps touch only this cluster's ENIs.
+//   - gc_period (duration > 0, "5m"): how often store, pods and cloud are
+//     reconciled and leaks returned.
+//   - pool_check_period (duration > 0, "2m"): how often the pool is
+//     reconciled.
+//   - reuse_cooldown (duration >= 0, "0s"): how long a released IP waits before
+//     another pod may get it.
+//   - sticky_time (duration >= 0, "5m"): how long the IP of a deleted stateful
+//     pod (see custom_stateful_workload_kinds) stays reserved for a pod of the
+//     same name; "0s" turns sticky IPs off.
+//   - degradation (string, ""): operator switch for a troubled cloud: ""
+//     (normal), "no_mutation" (no mutating cloud call at all; pods get only
+//     what the pool holds) or "no_release" (allocate, but never unassign,
+//     detach or delete).
+//   - store_path (path, "/var/lib/cni/terway/ResRelation.db"): the daemon's
+//     bbolt store.
+//   - socket_path (path, "/var/run/eni/eni.socket"): the gRPC socket the CNI
+//     plugin dials.
+//   - metadata_lag_timeout (duration > 0, "30s"): how long to wait for the
+//     metadata service to show a new ENI or IP before giving up.
+package config

@@ -1,0 +1,531 @@
+// Package ipam manages the node's network resources for pods: the
+// shared-ENI address pool of ENIMultiIP mode, whole ENIs of ENIOnly mode
+// and exclusive-ENI pods, and node podCIDR addresses of VPC mode.
+package ipam
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/terway-sim/terway/daemon/cloud"
+)
+
+// Errors of allocation. They say why a pod cannot get an address now;
+// the CNI plugin turns them into a clear failure the runtime retries.
+var (
+	// ErrNoCapacity: the node holds as many addresses as its instance
+	// type (and max_eni) allow, all in use.
+	ErrNoCapacity = errors.New("no capacity left on this node")
+	// ErrInsufficientIPs: the cloud cannot give more addresses now (vSwitch
+	// dry, ENI limit, repeated failures); it recovers by itself.
+	ErrInsufficientIPs = errors.New("no address can be allocated now")
+)
+
+// IP is one pod address of the shared-ENI pool: an IPv4 and, in dual
+// stack, an IPv6 on the same secondary ENI.
+type IP struct {
+	ENIID    string
+	MAC      string
+	IPv4     netip.Addr
+	IPv6     netip.Addr
+	Gateway4 netip.Addr
+	Gateway6 netip.Addr
+	CIDR4    netip.Prefix
+	CIDR6    netip.Prefix
+}
+
+// ID is the resource ID in Terway's form: "<mac>.<ipv4>" or
+// "<mac>.<ipv4>-<ipv6>".
+func (ip IP) ID() string {
+	if ip.IPv6.IsValid() {
+		return ip.MAC + "." + ip.IPv4.String() + "-" + ip.IPv6.String()
+	}
+	return ip.MAC + "." + ip.IPv4.String()
+}
+
+// MultiIPConfig sizes and shapes the pool.
+type MultiIPConfig struct {
+	// MaxENI is how many secondary ENIs the node may hold; IPsPerENI how
+	// many addresses each (its primary included).
+	MaxENI    int
+	IPsPerENI int
+	// Capacity bounds the addresses held (default MaxENI × IPsPerENI).
+	Capacity int
+	// MinIdle is the warm pool kept ready; MaxIdle the idle addresses
+	// above which the pool gives addresses back.
+	MinIdle, MaxIdle int
+	DualStack        bool
+	// BatchWindow is how long a new demand waits for more to aggregate
+	// into one call (Terway: 300ms).
+	BatchWindow time.Duration
+	// MaxConcurrentCreates bounds ENIs being created at once (Terway: 3).
+	MaxConcurrentCreates int
+	// Cooldown is how long a released address waits before reuse.
+	Cooldown time.Duration
+	// ExhaustedInhibit is how long an ENI whose vSwitch is dry is not asked
+	// for addresses (Terway: 10m); ENILimitInhibit how long ENI creation
+	// pauses after EniPerInstanceLimitExceeded (Terway: 1m); FailureBackoff
+	// how long after another failure.
+	ExhaustedInhibit time.Duration
+	ENILimitInhibit  time.Duration
+	FailureBackoff   time.Duration
+	// IdleReclaimAfter enables idle reclaim: when the pool has not changed
+	// for this long, IdleReclaimBatch idle addresses above MinIdle are
+	// given back every IdleReclaimInterval.
+	IdleReclaimAfter    time.Duration
+	IdleReclaimInterval time.Duration
+	IdleReclaimBatch    int
+	// SyncPeriod is how often the pool is reconciled with metadata and
+	// resized (the periodic loop; demand never waits for it).
+	SyncPeriod time.Duration
+	// PackENIs fills the fullest ENI first (most_ips, Terway's default);
+	// false fills the emptiest first (least_ips).
+	PackENIs bool
+
+	SecurityGroups  []string
+	Tags            map[string]string
+	ResourceGroupID string
+}
+
+func (c *MultiIPConfig) defaults() error {
+	if c.MaxENI < 1 || c.IPsPerENI < 1 {
+		return fmt.Errorf("max ENIs %d and addresses per ENI %d must be at least 1", c.MaxENI, c.IPsPerENI)
+	}
+	if c.Capacity <= 0 || c.Capacity > c.MaxENI*c.IPsPerENI {
+		c.Capacity = c.MaxENI * c.IPsPerENI
+	}
+	if c.MaxIdle > c.Capacity {
+		c.MaxIdle = c.Capacity
+	}
+	if c.MinIdle > c.MaxIdle {
+		c.MinIdle = c.MaxIdle
+	}
+	if c.MaxConcurrentCreates <= 0 {
+		c.MaxConcurrentCreates = 3
+	}
+	if c.ExhaustedInhibit <= 0 {
+		c.ExhaustedInhibit = 10 * time.Minute
+	}
+	if c.ENILimitInhibit <= 0 {
+		c.ENILimitInhibit = time.Minute
+	}
+	if c.FailureBackoff <= 0 {
+		c.FailureBackoff = 5 * time.Second
+	}
+	if c.SyncPeriod <= 0 {
+		c.SyncPeriod = 2 * time.Minute
+	}
+	if c.IdleReclaimInterval <= 0 {
+		c.IdleReclaimInterval = 10 * time.Minute
+	}
+	if c.IdleReclaimBatch <= 0 {
+		c.IdleReclaimBatch = 5
+	}
+	return nil
+}
+
+// maxPerCall is how many addresses one Assign (or Create) asks for.
+const maxPerCall = 10
+
+// Events receives what the pool wants operators to see.
+type Events interface {
+	// Warn reports a problem with a resource (Terway: ResourceInvalid,
+	// AllocResourceFailed, DisposeResourceFailed).
+	Warn(reason, message string)
+}
+
+// MultiIP is the shared-ENI address pool of ENIMultiIP mode. Addresses of
+// secondary ENIs (their primaries included) are handed to pods. Demand is
+// served from idle addresses at once; otherwise it is aggregated (up to
+// ten addresses per call) into Assign calls on ENIs with room, or into new
+// ENIs, without waiting for the periodic loop. Each ENI has at most one
+// cloud operation in flight, so calls never conflict with each other.
+type MultiIP struct {
+	cfg    MultiIPConfig
+	node   *cloud.Node
+	vsw    *cloud.VSwitchPool
+	clock  clock.WithTicker
+	log    *slog.Logger
+	events Events
+
+	kickc chan struct{}
+
+	mu      sync.Mutex
+	enis    map[string]*eniSlot
+	owners  map[string]*ipSlot // owner → the address it holds or has reserved
+	waiters []*waiter
+	// creating counts ENIs being created; inflight the addresses that
+	// calls in flight will add.
+	creating    int
+	inflight    int
+	createPause time.Time
+	failures    int
+	lastChange  time.Time
+	nextReclaim time.Time
+	seq         uint64
+	orphanSeen  map[netip.Addr]int
+}
+
+type eniSlot struct {
+	cloud.ENIMeta
+	ips      []*ipSlot
+	busy     bool // a cloud call on this ENI is in flight
+	pending  int  // addresses that call will add
+	inhibit  time.Time
+	deleting bool
+}
+
+type ipState int
+
+const (
+	ipIdle ipState = iota
+	ipInUse
+	ipReleasing // being unassigned
+)
+
+type ipSlot struct {
+	eni   *eniSlot
+	v4    netip.Addr
+	v6    netip.Addr
+	state ipState
+	owner string
+	// reservedUntil keeps an address for owner after release (sticky).
+	reservedUntil time.Time
+	releasedAt    time.Time
+}
+
+type waiter struct {
+	owner string
+	ch    chan result
+	done  bool
+}
+
+type result struct {
+	ip  IP
+	err error
+}
+
+// NewMultiIP returns an empty pool; call Restore, then Run.
+func NewMultiIP(cfg MultiIPConfig, node *cloud.Node, vsw *cloud.VSwitchPool, c clock.WithTicker, log *slog.Logger, ev Events) (*MultiIP, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	if c == nil {
+		c = clock.RealClock{}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if ev == nil {
+		ev = nopEvents{}
+	}
+	return &MultiIP{cfg: cfg, node: node, vsw: vsw, clock: c, log: log, events: ev,
+		kickc: make(chan struct{}, 1), enis: map[string]*eniSlot{}, owners: map[string]*ipSlot{},
+		orphanSeen: map[netip.Addr]int{}, lastChange: c.Now()}, nil
+}
+
+type nopEvents struct{}
+
+func (nopEvents) Warn(string, string) {}
+
+func (p *MultiIP) ipOf(s *ipSlot) IP {
+	e := s.eni
+	return IP{ENIID: e.ID, MAC: e.MAC, IPv4: s.v4, IPv6: s.v6, Gateway4: e.Gateway, Gateway6: e.Gateway6,
+		CIDR4: e.CIDR, CIDR6: e.CIDR6}
+}
+
+// Allocate returns the address of owner ("namespace/name"): the one it
+// already holds (a retried ADD), the one reserved for it (sticky), an
+// idle one, or a new one. A caller that gives up does not lose the
+// address: it lands in the pool.
+func (p *MultiIP) Allocate(ctx context.Context, owner string) (IP, error) {
+	p.mu.Lock()
+	if s := p.owners[owner]; s != nil && s.state != ipReleasing {
+		s.state, s.reservedUntil = ipInUse, time.Time{}
+		ip := p.ipOf(s)
+		p.mu.Unlock()
+		return ip, nil
+	}
+	if s := p.takeIdleLocked(owner); s != nil {
+		ip := p.ipOf(s)
+		p.mu.Unlock()
+		p.kick()
+		return ip, nil
+	}
+	w := &waiter{owner: owner, ch: make(chan result, 1)}
+	p.waiters = append(p.waiters, w)
+	p.mu.Unlock()
+	p.kick()
+	select {
+	case r := <-w.ch:
+		return r.ip, r.err
+	case <-ctx.Done():
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		select {
+		case r := <-w.ch: // delivered meanwhile: give it back
+			if r.err == nil {
+				p.releaseLocked(owner, time.Time{})
+			}
+		default:
+			w.done = true
+		}
+		return IP{}, fmt.Errorf("allocate an address for %s: %w", owner, ctx.Err())
+	}
+}
+
+// takeIdleLocked hands owner an idle address: its reservation if it has
+// one, else the idle address that has cooled down longest.
+func (p *MultiIP) takeIdleLocked(owner string) *ipSlot {
+	now := p.clock.Now()
+	var best *ipSlot
+	for _, e := range p.enis {
+		if e.deleting {
+			continue
+		}
+		for _, s := range e.ips {
+			if s.state != ipIdle || (s.owner != "" && s.owner != owner && now.Before(s.reservedUntil)) {
+				continue
+			}
+			if s.owner == owner {
+				best = s
+				break
+			}
+			if now.Before(s.releasedAt.Add(p.cfg.Cooldown)) {
+				continue
+			}
+			if best == nil || s.releasedAt.Before(best.releasedAt) {
+				best = s
+			}
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	if best.owner != "" && best.owner != owner {
+		delete(p.owners, best.owner) // an expired reservation
+	}
+	best.state, best.owner, best.reservedUntil = ipInUse, owner, time.Time{}
+	p.owners[owner] = best
+	p.lastChange = now
+	return best
+}
+
+// Release gives owner's address back to the pool. With stickyUntil in the
+// future the address stays reserved for owner until then (StatefulSet
+// pods get their address back). Releasing an owner without an address is
+// a no-op.
+func (p *MultiIP) Release(owner string, stickyUntil time.Time) {
+	p.mu.Lock()
+	p.releaseLocked(owner, stickyUntil)
+	p.mu.Unlock()
+	p.kick()
+}
+
+func (p *MultiIP) releaseLocked(owner string, stickyUntil time.Time) {
+	s := p.owners[owner]
+	if s == nil || s.state == ipReleasing {
+		return
+	}
+	now := p.clock.Now()
+	s.state, s.releasedAt = ipIdle, now
+	if stickyUntil.After(now) {
+		s.reservedUntil = stickyUntil
+	} else {
+		s.owner, s.reservedUntil = "", time.Time{}
+		delete(p.owners, owner)
+	}
+	p.lastChange = now
+}
+
+// Holds reports the address owner holds or has reserved.
+func (p *MultiIP) Holds(owner string) (IP, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.owners[owner]
+	if s == nil {
+		return IP{}, false
+	}
+	return p.ipOf(s), true
+}
+
+// Stats are the pool's counts.
+type Stats struct {
+	ENIs, Total, Idle, InUse, Reserved, Inflight, Waiting int
+}
+
+// Stats returns the current counts.
+func (p *MultiIP) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := Stats{ENIs: len(p.enis), Inflight: p.inflight, Waiting: len(p.waiters)}
+	now := p.clock.Now()
+	for _, e := range p.enis {
+		for _, s := range e.ips {
+			st.Total++
+			switch {
+			case s.state == ipInUse:
+				st.InUse++
+			case s.state == ipIdle && s.owner != "" && now.Before(s.reservedUntil):
+				st.Reserved++
+			case s.state == ipIdle:
+				st.Idle++
+			}
+		}
+	}
+	return st
+}
+
+// kick asks the loop to plan now (coalesced).
+func (p *MultiIP) kick() {
+	select {
+	case p.kickc <- struct{}{}:
+	default:
+	}
+}
+
+// Run plans on demand and every SyncPeriod until ctx ends.
+func (p *MultiIP) Run(ctx context.Context) {
+	t := p.clock.NewTicker(p.cfg.SyncPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			p.failAll(ctx.Err())
+			return
+		case <-p.kickc:
+			if p.cfg.BatchWindow > 0 && p.hasNewDemand() {
+				// Let a burst gather so that it becomes few calls.
+				bt := p.clock.NewTimer(p.cfg.BatchWindow)
+				select {
+				case <-bt.C():
+				case <-ctx.Done():
+					bt.Stop()
+					p.failAll(ctx.Err())
+					return
+				}
+			}
+			p.plan(ctx)
+		case <-t.C():
+			p.sync(ctx)
+			p.plan(ctx)
+		}
+	}
+}
+
+func (p *MultiIP) hasNewDemand() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.waiters) > p.inflight
+}
+
+func (p *MultiIP) failAll(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range p.waiters {
+		if !w.done {
+			w.ch <- result{err: err}
+		}
+	}
+	p.waiters = nil
+}
+
+// plan serves waiters from idle addresses and starts the calls that close
+// the gap between demand (waiters plus the warm pool) and supply, or, with
+// no demand, gives back what is above the limits.
+func (p *MultiIP) plan(ctx context.Context) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.serveLocked()
+	now := p.clock.Now()
+	idle := p.idleLocked(now)
+	deficit := len(p.waiters) + max(0, p.cfg.MinIdle-idle) - p.inflight
+	if room := p.cfg.Capacity - p.heldLocked() - p.inflight; deficit > room {
+		deficit = room
+	}
+	if deficit > 0 {
+		deficit = p.startAssignsLocked(ctx, now, deficit)
+		p.startCreatesLocked(ctx, now, deficit)
+	}
+	p.failHopelessLocked(now)
+	if len(p.waiters) == 0 && p.inflight == 0 {
+		p.shrinkLocked(ctx, now, idle)
+	}
+}
+
+// serveLocked hands idle addresses to waiters in arrival order.
+func (p *MultiIP) serveLocked() {
+	kept := p.waiters[:0]
+	for _, w := range p.waiters {
+		if w.done {
+			continue
+		}
+		s := p.takeIdleLocked(w.owner)
+		if s == nil {
+			kept = append(kept, w)
+			continue
+		}
+		w.ch <- result{ip: p.ipOf(s)}
+	}
+	for i := len(kept); i < len(p.waiters); i++ {
+		p.waiters[i] = nil
+	}
+	p.waiters = kept
+}
+
+// idleLocked counts idle, unreserved addresses (cooling ones included:
+// they will serve soon).
+func (p *MultiIP) idleLocked(now time.Time) int {
+	n := 0
+	for _, e := range p.enis {
+		if e.deleting {
+			continue
+		}
+		for _, s := range e.ips {
+			if s.state == ipIdle && (s.owner == "" || !now.Before(s.reservedUntil)) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func (p *MultiIP) heldLocked() int {
+	n := 0
+	for _, e := range p.enis {
+		n += len(e.ips)
+	}
+	return n
+}
+
+// sortedENIsLocked orders ENIs by fill: fullest first with PackENIs.
+func (p *MultiIP) sortedENIsLocked() []*eniSlot {
+	out := make([]*eniSlot, 0, len(p.enis))
+	for _, e := range p.enis {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := len(out[i].ips)+out[i].pending, len(out[j].ips)+out[j].pending
+		if a != b {
+			if p.cfg.PackENIs {
+				return a > b
+			}
+			return a < b
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+func (p *MultiIP) nextKey(kind string) string {
+	p.seq++
+	return fmt.Sprintf("%s/%d/%d", kind, p.clock.Now().UnixNano(), p.seq)
+}

@@ -1,0 +1,378 @@
+package ipam
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/terway-sim/terway/daemon/cloud"
+)
+
+// opContext detaches cloud calls from the request that triggered them: an
+// allocation is finished even when the pod that wanted it gave up.
+func opContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+}
+
+// startAssignsLocked asks ENIs with room for up to deficit addresses and
+// returns what is still missing.
+func (p *MultiIP) startAssignsLocked(ctx context.Context, now time.Time, deficit int) int {
+	for _, e := range p.sortedENIsLocked() {
+		if deficit <= 0 {
+			break
+		}
+		if e.busy || e.deleting || now.Before(e.inhibit) {
+			continue
+		}
+		room := p.cfg.IPsPerENI - len(e.ips) - e.pending
+		k := min(deficit, room, maxPerCall)
+		if k <= 0 {
+			continue
+		}
+		e.busy, e.pending = true, k
+		p.inflight += k
+		deficit -= k
+		key4, key6 := p.nextKey("assign4"), p.nextKey("assign6")
+		go p.assign(ctx, e, k, key4, key6)
+	}
+	return deficit
+}
+
+func (p *MultiIP) assign(ctx context.Context, e *eniSlot, k int, key4, key6 string) {
+	ctx, cancel := opContext(ctx)
+	defer cancel()
+	v4, err := p.node.AssignIPv4(ctx, key4, e.ENIMeta, k)
+	if cloud.IsExhausted(err) && k > 1 {
+		// The vSwitch cannot give k: take what it has left.
+		if v, derr := p.node.API.DescribeVSwitch(ctx, e.VSwitchID); derr == nil && v.Available > 0 && v.Available < k {
+			p.mu.Lock()
+			p.inflight -= k - v.Available
+			e.pending = v.Available
+			k = v.Available
+			p.mu.Unlock()
+			v4, err = p.node.AssignIPv4(ctx, key4+"/rest", e.ENIMeta, k)
+		}
+	}
+	var v6 []netip.Addr
+	if err == nil && p.cfg.DualStack {
+		v6, err = p.node.AssignIPv6(ctx, key6, e.ENIMeta, k)
+		if err != nil && len(v4) > 0 {
+			// Without IPv6 the addresses cannot be paired: give them back.
+			if uerr := p.node.API.UnassignIPv4(ctx, e.ID, v4); uerr != nil {
+				p.events.Warn("DisposeResourceFailed", fmt.Sprintf("unassign %v from %s after an IPv6 failure: %v", v4, e.ID, uerr))
+			}
+			v4 = nil
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e.busy, e.pending = false, 0
+	p.inflight -= k
+	now := p.clock.Now()
+	if err != nil {
+		p.noteFailureLocked(now, err)
+		switch {
+		case cloud.IsExhausted(err):
+			e.inhibit = now.Add(p.cfg.ExhaustedInhibit)
+			p.vsw.Block(e.VSwitchID)
+			p.log.Warn("vSwitch has no addresses left; ENI inhibited", "eni", e.ID, "vswitch", e.VSwitchID, "until", e.inhibit)
+		default:
+			e.inhibit = now.Add(p.failureBackoffLocked())
+		}
+		p.events.Warn("AllocResourceFailed", fmt.Sprintf("assign %d addresses to %s: %v", k, e.ID, err))
+	} else {
+		p.failures = 0
+	}
+	for i, a := range v4 {
+		s := &ipSlot{eni: e, v4: a, state: ipIdle}
+		if p.cfg.DualStack && i < len(v6) {
+			s.v6 = v6[i]
+		}
+		e.ips = append(e.ips, s)
+	}
+	p.lastChange = now
+	p.kick()
+}
+
+// startCreatesLocked creates ENIs for what the existing ones cannot hold.
+func (p *MultiIP) startCreatesLocked(ctx context.Context, now time.Time, deficit int) {
+	for deficit > 0 && len(p.enis)+p.creating < p.cfg.MaxENI && p.creating < p.cfg.MaxConcurrentCreates &&
+		!now.Before(p.createPause) {
+		k := min(deficit, p.cfg.IPsPerENI, maxPerCall)
+		p.creating++
+		p.inflight += k
+		deficit -= k
+		go p.create(ctx, k, p.nextKey("create"))
+	}
+}
+
+func (p *MultiIP) create(ctx context.Context, k int, key string) {
+	ctx, cancel := opContext(ctx)
+	defer cancel()
+	r, err := p.allocateENI(ctx, k, key)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.creating--
+	p.inflight -= k
+	now := p.clock.Now()
+	if err != nil {
+		p.noteFailureLocked(now, err)
+		switch {
+		case cloud.ErrorCode(err) == cloud.CodeENIPerInstanceLimit:
+			p.createPause = now.Add(p.cfg.ENILimitInhibit)
+		default:
+			p.createPause = now.Add(p.failureBackoffLocked())
+		}
+		p.events.Warn("AllocResourceFailed", fmt.Sprintf("create an ENI: %v", err))
+		p.kick()
+		return
+	}
+	p.failures = 0
+	p.addENILocked(r.Meta, r.IPv6)
+	p.lastChange = now
+	p.kick()
+}
+
+// allocateENI picks a vSwitch and creates, attaches and waits for an ENI
+// with k addresses; a dry vSwitch is blocked and the next one tried.
+func (p *MultiIP) allocateENI(ctx context.Context, k int, key string) (cloud.ReadyENI, error) {
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		v, err := p.vsw.Pick(ctx)
+		if err != nil {
+			if lastErr != nil {
+				return cloud.ReadyENI{}, fmt.Errorf("%w (after %w)", err, lastErr)
+			}
+			return cloud.ReadyENI{}, err
+		}
+		req := cloud.CreateENIRequest{IntentKey: fmt.Sprintf("%s/%d", key, attempt), VSwitchID: v.ID,
+			SecurityGroups: p.cfg.SecurityGroups, SecondaryIPv4: k - 1, Tags: p.cfg.Tags,
+			Description: "interface create by terway", ResourceGroupID: p.cfg.ResourceGroupID}
+		if p.cfg.DualStack {
+			req.IPv6 = k
+		}
+		r, err := p.node.AllocateENI(ctx, req)
+		if err == nil {
+			return r, nil
+		}
+		if !cloud.IsExhausted(err) {
+			return cloud.ReadyENI{}, err
+		}
+		lastErr = err
+		// Take what the vSwitch has left, if anything; else try another.
+		if fresh, derr := p.node.API.DescribeVSwitch(ctx, v.ID); derr == nil && fresh.Available > 0 && fresh.Available < k {
+			req.IntentKey += "/rest"
+			req.SecondaryIPv4 = fresh.Available - 1
+			if p.cfg.DualStack {
+				req.IPv6 = fresh.Available
+			}
+			if r, err := p.node.AllocateENI(ctx, req); err == nil {
+				return r, nil
+			}
+		}
+		p.vsw.Block(v.ID)
+	}
+	return cloud.ReadyENI{}, lastErr
+}
+
+// addENILocked adds an attached ENI and its addresses (idle) to the pool.
+func (p *MultiIP) addENILocked(m cloud.ENIMeta, v6 []netip.Addr) *eniSlot {
+	e := &eniSlot{ENIMeta: m}
+	p.enis[m.ID] = e
+	for i, a := range m.IPv4 {
+		s := &ipSlot{eni: e, v4: a, state: ipIdle}
+		if p.cfg.DualStack && i < len(v6) {
+			s.v6 = v6[i]
+		}
+		e.ips = append(e.ips, s)
+	}
+	return e
+}
+
+// noteFailureLocked counts consecutive failures for the backoff.
+func (p *MultiIP) noteFailureLocked(_ time.Time, err error) {
+	p.failures++
+	p.log.Warn("pool growth failed", "err", err, "consecutive", p.failures)
+}
+
+// failureBackoffLocked doubles with consecutive failures, up to a minute.
+func (p *MultiIP) failureBackoffLocked() time.Duration {
+	d := p.cfg.FailureBackoff << min(p.failures-1, 6)
+	return min(d, time.Minute)
+}
+
+// failHopelessLocked fails the waiters that nothing in flight will serve
+// when nothing more can be started: the node is full, or the cloud cannot
+// give addresses now. Waiters still covered by calls in flight wait.
+func (p *MultiIP) failHopelessLocked(now time.Time) {
+	if len(p.waiters) <= p.inflight {
+		return
+	}
+	canGrow := false
+	if p.heldLocked()+p.inflight < p.cfg.Capacity {
+		for _, e := range p.enis {
+			if !e.busy && !e.deleting && !now.Before(e.inhibit) && len(e.ips)+e.pending < p.cfg.IPsPerENI {
+				canGrow = true
+			}
+		}
+		if len(p.enis)+p.creating < p.cfg.MaxENI && p.creating < p.cfg.MaxConcurrentCreates && !now.Before(p.createPause) {
+			canGrow = true
+		}
+		if p.creating > 0 || p.busyCountLocked() > 0 {
+			return // a call in flight may open room (an ENI, a kick)
+		}
+	}
+	if canGrow {
+		return
+	}
+	err := ErrInsufficientIPs
+	if p.heldLocked()+p.inflight >= p.cfg.Capacity {
+		err = fmt.Errorf("%w: %d addresses (%d ENIs × %d) are in use", ErrNoCapacity, p.heldLocked(), p.cfg.MaxENI, p.cfg.IPsPerENI)
+	}
+	keep := p.inflight
+	for i, w := range p.waiters {
+		if i < keep || w.done {
+			continue
+		}
+		w.ch <- result{err: err}
+		w.done = true
+	}
+	p.waiters = slices.DeleteFunc(p.waiters, func(w *waiter) bool { return w.done })
+}
+
+func (p *MultiIP) busyCountLocked() int {
+	n := 0
+	for _, e := range p.enis {
+		if e.busy {
+			n++
+		}
+	}
+	return n
+}
+
+// shrinkLocked gives back idle addresses above MaxIdle (and, with idle
+// reclaim, above MinIdle after a quiet period): whole ENIs when all their
+// addresses are idle, else up to ten secondary addresses of the emptiest
+// ENI.
+func (p *MultiIP) shrinkLocked(ctx context.Context, now time.Time, idle int) {
+	excess := idle - p.cfg.MaxIdle
+	if p.cfg.IdleReclaimAfter > 0 {
+		if now.Sub(p.lastChange) < p.cfg.IdleReclaimAfter {
+			p.nextReclaim = time.Time{}
+		} else if p.nextReclaim.IsZero() {
+			p.nextReclaim = now
+		}
+		if !p.nextReclaim.IsZero() && !now.Before(p.nextReclaim) && idle > p.cfg.MinIdle {
+			excess = max(excess, min(p.cfg.IdleReclaimBatch, idle-p.cfg.MinIdle))
+			p.nextReclaim = now.Add(p.cfg.IdleReclaimInterval)
+		}
+	}
+	if excess <= 0 {
+		return
+	}
+	// Emptiest ENIs first, so that whole ENIs can go.
+	enis := p.sortedENIsLocked()
+	slices.SortStableFunc(enis, func(a, b *eniSlot) int { return inUse(a, now) - inUse(b, now) })
+	for _, e := range enis {
+		if excess <= 0 {
+			return
+		}
+		if e.busy || e.deleting {
+			continue
+		}
+		if inUse(e, now) == 0 && len(e.ips) <= excess {
+			excess -= len(e.ips)
+			p.releaseENILocked(ctx, e)
+			continue
+		}
+		var drop []*ipSlot
+		for _, s := range e.ips {
+			if len(drop) == min(excess, maxPerCall) {
+				break
+			}
+			if s.state == ipIdle && s.owner == "" && s.v4 != e.PrimaryIP {
+				drop = append(drop, s)
+			}
+		}
+		if len(drop) == 0 {
+			continue
+		}
+		excess -= len(drop)
+		p.unassignLocked(ctx, e, drop)
+	}
+}
+
+// inUse counts the addresses of e held or reserved by pods.
+func inUse(e *eniSlot, now time.Time) int {
+	n := 0
+	for _, s := range e.ips {
+		if s.state == ipInUse || (s.owner != "" && now.Before(s.reservedUntil)) {
+			n++
+		}
+	}
+	return n
+}
+
+func (p *MultiIP) releaseENILocked(ctx context.Context, e *eniSlot) {
+	e.deleting, e.busy = true, true
+	for _, s := range e.ips {
+		s.state = ipReleasing
+		if s.owner != "" {
+			delete(p.owners, s.owner)
+		}
+	}
+	go func() {
+		ctx, cancel := opContext(ctx)
+		defer cancel()
+		err := p.node.ReleaseENI(ctx, e.ID)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if err != nil {
+			// Keep it out of use; sync retries the release.
+			e.busy = false
+			p.events.Warn("DisposeResourceFailed", fmt.Sprintf("release ENI %s: %v", e.ID, err))
+			return
+		}
+		delete(p.enis, e.ID)
+		p.vsw.Released(e.VSwitchID)
+		p.lastChange = p.clock.Now()
+		p.kick()
+	}()
+}
+
+func (p *MultiIP) unassignLocked(ctx context.Context, e *eniSlot, drop []*ipSlot) {
+	e.busy = true
+	var v4, v6 []netip.Addr
+	for _, s := range drop {
+		s.state = ipReleasing
+		v4 = append(v4, s.v4)
+		if s.v6.IsValid() {
+			v6 = append(v6, s.v6)
+		}
+	}
+	go func() {
+		ctx, cancel := opContext(ctx)
+		defer cancel()
+		err := p.node.API.UnassignIPv4(ctx, e.ID, v4)
+		if err == nil && len(v6) > 0 {
+			err = p.node.API.UnassignIPv6(ctx, e.ID, v6)
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		e.busy = false
+		if err != nil {
+			for _, s := range drop {
+				s.state = ipIdle
+			}
+			e.inhibit = p.clock.Now().Add(p.failureBackoffLocked())
+			p.events.Warn("DisposeResourceFailed", fmt.Sprintf("unassign %v from %s: %v", v4, e.ID, err))
+			return
+		}
+		e.ips = slices.DeleteFunc(e.ips, func(s *ipSlot) bool { return slices.Contains(drop, s) })
+		p.vsw.Released(e.VSwitchID)
+		p.lastChange = p.clock.Now()
+		p.kick()
+	}()
+}

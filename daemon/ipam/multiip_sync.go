@@ -1,0 +1,252 @@
+package ipam
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/terway-sim/terway/daemon/cloud"
+)
+
+// Holding is an address a pod held according to the daemon's store.
+type Holding struct {
+	Owner string
+	ENIID string
+	IPv4  netip.Addr
+	IPv6  netip.Addr
+	// ReservedUntil is set for a released sticky address.
+	ReservedUntil time.Time
+}
+
+// RestoreReport says what Restore found.
+type RestoreReport struct {
+	ENIs      int
+	Addresses int
+	// Broken are store holdings whose address is not on any of the node's
+	// ENIs any more.
+	Broken []Holding
+	// Swept are ENIs of ours that were Available (left by an interrupted
+	// creation or release) and were deleted.
+	Swept []string
+}
+
+// Restore rebuilds the pool at start from what the cloud and metadata say
+// is attached to this node, then marks the addresses of holdings in use.
+// ENIs caught mid-attach are waited for, ENIs caught mid-detach are
+// finished off, and our own Available ENIs (tagged with Tags) are
+// deleted: a daemon killed at any point neither leaks nor double-assigns.
+func (p *MultiIP) Restore(ctx context.Context, holdings []Holding) (RestoreReport, error) {
+	var rep RestoreReport
+	me := p.node.Instance.ID
+	attached, err := p.node.API.DescribeENIs(ctx, cloud.ENIFilter{InstanceID: me})
+	if err != nil {
+		return rep, fmt.Errorf("restore: %w", err)
+	}
+	for _, e := range attached {
+		if e.Type != "Secondary" {
+			continue // eth0 and trunks are not pool ENIs
+		}
+		switch e.Status {
+		case cloud.StatusAttaching:
+			if _, err := p.node.API.WaitENIStatus(ctx, e.ID, cloud.StatusInUse); err != nil {
+				return rep, fmt.Errorf("restore: %w", err)
+			}
+		case cloud.StatusDetaching:
+			if err := p.node.ReleaseENI(ctx, e.ID); err != nil {
+				return rep, fmt.Errorf("restore: finish releasing %s: %w", e.ID, err)
+			}
+			continue
+		}
+		m, err := p.node.WaitMetadata(ctx, e.MAC, append([]netip.Addr{e.PrimaryIP}, e.IPv4...), e.IPv6)
+		if err != nil {
+			return rep, fmt.Errorf("restore: ENI %s: %w", e.ID, err)
+		}
+		p.mu.Lock()
+		p.addENILocked(m, pairV6(m.IPv4, e.IPv6, holdings))
+		p.mu.Unlock()
+		rep.ENIs++
+		rep.Addresses += len(m.IPv4)
+	}
+	swept, err := p.sweep(ctx)
+	rep.Swept = swept
+	if err != nil {
+		return rep, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.clock.Now()
+	for _, h := range holdings {
+		s := p.findLocked(h.ENIID, h.IPv4)
+		if s == nil {
+			rep.Broken = append(rep.Broken, h)
+			continue
+		}
+		s.owner = h.Owner
+		p.owners[h.Owner] = s
+		if h.ReservedUntil.After(now) {
+			s.state, s.reservedUntil = ipIdle, h.ReservedUntil
+		} else {
+			s.state = ipInUse
+		}
+	}
+	p.lastChange = now
+	return rep, nil
+}
+
+// pairV6 orders the ENI's IPv6 addresses so that those of holdings pair
+// with their IPv4 again; the rest pair in order.
+func pairV6(v4, v6 []netip.Addr, holdings []Holding) []netip.Addr {
+	if len(v6) == 0 {
+		return nil
+	}
+	out := make([]netip.Addr, len(v4))
+	used := map[netip.Addr]bool{}
+	for i, a := range v4 {
+		for _, h := range holdings {
+			if h.IPv4 == a && h.IPv6.IsValid() && slices.Contains(v6, h.IPv6) {
+				out[i], used[h.IPv6] = h.IPv6, true
+			}
+		}
+	}
+	rest := slices.DeleteFunc(slices.Clone(v6), func(a netip.Addr) bool { return used[a] })
+	for i := range out {
+		if !out[i].IsValid() && len(rest) > 0 {
+			out[i], rest = rest[0], rest[1:]
+		}
+	}
+	return out
+}
+
+// sweep deletes our own ENIs that are Available: created (or being
+// released) by a daemon of this instance that did not finish.
+func (p *MultiIP) sweep(ctx context.Context) ([]string, error) {
+	if len(p.cfg.Tags) == 0 {
+		return nil, nil
+	}
+	orphans, err := p.node.API.DescribeENIs(ctx, cloud.ENIFilter{Tags: p.cfg.Tags, Status: cloud.StatusAvailable})
+	if err != nil {
+		return nil, fmt.Errorf("sweep orphan ENIs: %w", err)
+	}
+	var swept []string
+	for _, e := range orphans {
+		if err := p.node.API.DeleteENI(ctx, e.ID); err != nil {
+			return swept, fmt.Errorf("sweep orphan ENI %s: %w", e.ID, err)
+		}
+		swept = append(swept, e.ID)
+		p.log.Info("deleted an orphan ENI of this node", "eni", e.ID)
+	}
+	return swept, nil
+}
+
+// Sweep deletes our own Available ENIs (GC calls it periodically).
+func (p *MultiIP) Sweep(ctx context.Context) ([]string, error) { return p.sweep(ctx) }
+
+func (p *MultiIP) findLocked(eniID string, v4 netip.Addr) *ipSlot {
+	e := p.enis[eniID]
+	if e == nil {
+		return nil
+	}
+	for _, s := range e.ips {
+		if s.v4 == v4 {
+			return s
+		}
+	}
+	return nil
+}
+
+// sync reconciles the pool with metadata: ENIs and addresses that
+// vanished are dropped (a warning for those in use), and addresses that
+// metadata and the cloud show on our ENIs but the pool does not know are
+// adopted as idle once seen twice. ENIs whose release failed are retried.
+func (p *MultiIP) sync(ctx context.Context) {
+	macs, err := p.node.Metadata.MACs(ctx)
+	if err != nil {
+		p.log.Warn("pool sync: metadata", "err", err)
+		return
+	}
+	p.mu.Lock()
+	var check []*eniSlot
+	for _, e := range p.enis {
+		switch {
+		case e.deleting && !e.busy:
+			p.releaseENILocked(ctx, e)
+		case e.busy || e.deleting:
+		case !slices.Contains(macs, e.MAC):
+			p.dropENILocked(e)
+		default:
+			check = append(check, e)
+		}
+	}
+	p.mu.Unlock()
+	for _, e := range check {
+		v4, err := p.node.Metadata.IPv4s(ctx, e.MAC)
+		if err != nil {
+			continue
+		}
+		p.reconcileENI(ctx, e, v4)
+	}
+}
+
+func (p *MultiIP) dropENILocked(e *eniSlot) {
+	for _, s := range e.ips {
+		if s.state == ipInUse {
+			p.events.Warn("ResourceInvalid", fmt.Sprintf("ENI %s of %s vanished from metadata while %s used %s", e.ID, e.MAC, s.owner, s.v4))
+		}
+		if s.owner != "" {
+			delete(p.owners, s.owner)
+		}
+	}
+	delete(p.enis, e.ID)
+}
+
+func (p *MultiIP) reconcileENI(ctx context.Context, e *eniSlot, meta []netip.Addr) {
+	p.mu.Lock()
+	if e.busy || e.deleting {
+		p.mu.Unlock()
+		return
+	}
+	var unknown []netip.Addr
+	for _, a := range meta {
+		if p.findLocked(e.ID, a) == nil {
+			if p.orphanSeen[a]++; p.orphanSeen[a] >= 2 {
+				unknown = append(unknown, a)
+			}
+		} else {
+			delete(p.orphanSeen, a)
+		}
+	}
+	e.ips = slices.DeleteFunc(e.ips, func(s *ipSlot) bool {
+		if slices.Contains(meta, s.v4) || s.state == ipReleasing {
+			return false
+		}
+		if s.state == ipInUse {
+			p.events.Warn("ResourceInvalid", fmt.Sprintf("Mark as invalid, ip: %s (held by %s) vanished from %s", s.v4, s.owner, e.ID))
+			return false
+		}
+		if s.owner != "" {
+			delete(p.owners, s.owner)
+		}
+		return true
+	})
+	p.mu.Unlock()
+	if len(unknown) == 0 {
+		return
+	}
+	// Adopt only what the cloud confirms is assigned to this ENI:
+	// metadata lists unassigned addresses for a while.
+	ce, err := p.node.API.DescribeENI(ctx, e.ID)
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, a := range unknown {
+		if (slices.Contains(ce.IPv4, a) || ce.PrimaryIP == a) && p.findLocked(e.ID, a) == nil {
+			e.ips = append(e.ips, &ipSlot{eni: e, v4: a, state: ipIdle})
+			delete(p.orphanSeen, a)
+			p.events.Warn("ResourceInvalid", fmt.Sprintf("orphan ip found on ecs metadata: %s on %s, adopted as idle", a, e.ID))
+		}
+	}
+}
