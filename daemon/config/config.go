@@ -72,6 +72,7 @@ const (
 	DefaultStorePath                 = "/var/lib/cni/terway/ResRelation.db"
 	DefaultSocketPath                = "/var/run/eni/eni.socket"
 	DefaultMetadataLagTimeout        = 30 * time.Second
+	DefaultIPBatchWindow             = 200 * time.Millisecond
 	// MaxSecurityGroups bounds security_group ∪ security_groups (Terway main).
 	MaxSecurityGroups = 10
 )
@@ -179,6 +180,9 @@ type Config struct {
 	SocketPath string `json:"socket_path"`
 	// MetadataLagTimeout bounds the wait for metadata to show an ENI or IP.
 	MetadataLagTimeout Duration `json:"metadata_lag_timeout"`
+	// IPBatchWindow is how long new demand waits to aggregate into one
+	// cloud call (Terway waits 300ms).
+	IPBatchWindow Duration `json:"ip_batch_window"`
 
 	// Results of Parse, not keys.
 
@@ -213,6 +217,7 @@ func Defaults() *Config {
 		StorePath:                 DefaultStorePath,
 		SocketPath:                DefaultSocketPath,
 		MetadataLagTimeout:        Duration{DefaultMetadataLagTimeout},
+		IPBatchWindow:             Duration{DefaultIPBatchWindow},
 	}
 }
 

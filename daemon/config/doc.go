@@ -178,4 +178,7 @@
 //     plugin dials.
 //   - metadata_lag_timeout (duration > 0, "30s"): how long to wait for the
 //     metadata service to show a new ENI or IP before giving up.
+//   - ip_batch_window (duration >= 0, "200ms"): how long new demand for
+//     addresses waits so that a burst becomes few cloud calls (up to ten
+//     addresses each); "0s" calls at once.
 package config

@@ -83,6 +83,7 @@ func (c *Config) validate() error {
 		{"reuse_cooldown", c.ReuseCooldown.Duration, false},
 		{"sticky_time", c.StickyTime.Duration, false},
 		{"metadata_lag_timeout", c.MetadataLagTimeout.Duration, true},
+		{"ip_batch_window", c.IPBatchWindow.Duration, false},
 	} {
 		switch {
 		case f.positive && f.d <= 0:

@@ -172,6 +172,8 @@ type MultiIP struct {
 	nextReclaim time.Time
 	seq         uint64
 	orphanSeen  map[netip.Addr]int
+	// starved is set while the cloud answers that the vSwitch is dry.
+	starved bool
 }
 
 type eniSlot struct {
@@ -355,6 +357,26 @@ func (p *MultiIP) Holds(owner string) (IP, bool) {
 		return IP{}, false
 	}
 	return p.ipOf(s), true
+}
+
+// Owners lists who holds or has reserved an address.
+func (p *MultiIP) Owners() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(p.owners))
+	for o := range p.owners {
+		out = append(out, o)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Starved reports whether the pool's last growth failed because the cloud
+// had no addresses (cleared by the next successful growth).
+func (p *MultiIP) Starved() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.starved
 }
 
 // Stats are the pool's counts.

@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -75,6 +76,7 @@ func (p *MultiIP) assign(ctx context.Context, e *eniSlot, k int, key4, key6 stri
 		p.noteFailureLocked(now, err)
 		switch {
 		case cloud.IsExhausted(err):
+			p.starved = true
 			e.inhibit = now.Add(p.cfg.ExhaustedInhibit)
 			p.vsw.Block(e.VSwitchID)
 			p.log.Warn("vSwitch has no addresses left; ENI inhibited", "eni", e.ID, "vswitch", e.VSwitchID, "until", e.inhibit)
@@ -83,7 +85,7 @@ func (p *MultiIP) assign(ctx context.Context, e *eniSlot, k int, key4, key6 stri
 		}
 		p.events.Warn("AllocResourceFailed", fmt.Sprintf("assign %d addresses to %s: %v", k, e.ID, err))
 	} else {
-		p.failures = 0
+		p.failures, p.starved = 0, false
 	}
 	for i, a := range v4 {
 		s := &ipSlot{eni: e, v4: a, state: ipIdle}
@@ -120,6 +122,9 @@ func (p *MultiIP) create(ctx context.Context, k int, key string) {
 	if err != nil {
 		p.noteFailureLocked(now, err)
 		switch {
+		case cloud.IsExhausted(err) || errors.Is(err, cloud.ErrNoVSwitch):
+			p.starved = true
+			p.createPause = now.Add(p.failureBackoffLocked())
 		case cloud.ErrorCode(err) == cloud.CodeENIPerInstanceLimit:
 			p.createPause = now.Add(p.cfg.ENILimitInhibit)
 		default:
@@ -129,7 +134,7 @@ func (p *MultiIP) create(ctx context.Context, k int, key string) {
 		p.kick()
 		return
 	}
-	p.failures = 0
+	p.failures, p.starved = 0, false
 	p.addENILocked(r.Meta, r.IPv6)
 	p.lastChange = now
 	p.kick()

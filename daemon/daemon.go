@@ -1,0 +1,324 @@
+// Package daemon is terwayd as a library: it gets ENIs and addresses from
+// the cloud, keeps the pools, persists what every pod holds, reconciles
+// store, pods and cloud, and serves the CNI plugin over gRPC on a unix
+// socket. Many daemons can live in one process (tests, the fleet
+// simulation): a Daemon takes everything it uses from Options.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"github.com/terway-sim/terway/daemon/backoff"
+	"github.com/terway-sim/terway/daemon/cloud"
+	"github.com/terway-sim/terway/daemon/config"
+	"github.com/terway-sim/terway/daemon/ipam"
+	"github.com/terway-sim/terway/daemon/k8s"
+	"github.com/terway-sim/terway/daemon/rpc"
+	"github.com/terway-sim/terway/daemon/store"
+)
+
+// Modes of the daemon (--daemon-mode).
+const (
+	ModeENIMultiIP = "ENIMultiIP"
+	ModeENIOnly    = "ENIOnly"
+	ModeVPC        = "VPC"
+)
+
+// Options are what a Daemon uses.
+type Options struct {
+	Mode     string
+	Config   *config.Config
+	NodeName string
+	Kube     kubernetes.Interface
+	// Clock drives every interval; nil means the real clock.
+	Clock clock.WithTicker
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+	// Registerer receives the daemon's metrics; nil registers nowhere.
+	Registerer prometheus.Registerer
+	// HTTPClient is used for the metadata service (nil: a default one).
+	HTTPClient *http.Client
+	// StoreNoSync skips fsync (tests only).
+	StoreNoSync bool
+	// ImportTerwayDB reads a Terway-written store instead of refusing it.
+	ImportTerwayDB bool
+	// LockTimeout is how long to wait for the node lock (default 5s).
+	LockTimeout time.Duration
+}
+
+// Daemon is one node's terwayd.
+type Daemon struct {
+	opts  Options
+	cfg   *config.Config
+	mode  string
+	clock clock.WithTicker
+	log   *slog.Logger
+
+	kube    *k8s.Client
+	store   *store.Store
+	lock    *fileLock
+	node    *cloud.Node
+	limits  cloud.Limits
+	pool    *ipam.MultiIP
+	metrics *metrics
+
+	capacity int
+	sticky   time.Duration
+
+	mu      sync.Mutex
+	pending map[string]bool // pods with an RPC in progress
+
+	grpc     *grpc.Server
+	listener net.Listener
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	ready    chan struct{}
+}
+
+// New prepares a daemon: it takes the node lock, opens the store, reads
+// the instance identity and limits, and restores the pool from the cloud,
+// metadata and store. Serve then starts the background loops and gRPC.
+func New(ctx context.Context, o Options) (*Daemon, error) {
+	if o.Config == nil {
+		o.Config = config.Defaults()
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Kube == nil || o.NodeName == "" {
+		return nil, errors.New("daemon: a Kubernetes client and the node name are required")
+	}
+	switch o.Mode {
+	case ModeENIMultiIP:
+	case ModeENIOnly, ModeVPC:
+		return nil, fmt.Errorf("daemon: mode %s is not implemented yet (ENIMultiIP is)", o.Mode)
+	default:
+		return nil, fmt.Errorf("daemon: unknown mode %q (ENIMultiIP, ENIOnly, VPC)", o.Mode)
+	}
+	d := &Daemon{opts: o, cfg: o.Config, mode: o.Mode, clock: o.Clock, log: o.Logger.With("node", o.NodeName),
+		pending: map[string]bool{}, ready: make(chan struct{}), sticky: o.Config.StickyTime.Duration}
+	for _, k := range d.cfg.Ignored {
+		d.log.Info("config key accepted and ignored", "key", k)
+	}
+	d.metrics = newMetrics(o.Registerer)
+	if err := d.init(ctx); err != nil {
+		d.closeResources()
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *Daemon) init(ctx context.Context) error {
+	timeout := d.opts.LockTimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	lock, err := takeLock(filepath.Join(filepath.Dir(d.cfg.SocketPath), "terwayd.lock"), timeout)
+	if err != nil {
+		return err
+	}
+	d.lock = lock
+	st, err := store.Open(d.cfg.StorePath, store.Options{NoSync: d.opts.StoreNoSync, ImportTerway: d.opts.ImportTerwayDB})
+	if err != nil {
+		return err
+	}
+	d.store = st
+	for _, w := range st.Warnings() {
+		d.log.Warn("store", "warning", w)
+	}
+	d.kube = k8s.New(d.opts.Kube, d.opts.NodeName, d.cfg.CustomStatefulWorkloadKinds, d.log)
+	if err := d.kube.Start(ctx); err != nil {
+		return err
+	}
+	if err := d.initCloud(ctx); err != nil {
+		return err
+	}
+	return d.initPool(ctx)
+}
+
+// backoffSet turns backoff_override into the one backoff mechanism.
+func (d *Daemon) backoffSet() *backoff.Set {
+	o := map[string]wait.Backoff{}
+	for k, b := range d.cfg.BackoffOverride {
+		o[k] = wait.Backoff{Duration: b.Duration, Factor: b.Factor, Jitter: b.Jitter, Steps: b.Steps, Cap: b.Cap}
+	}
+	return backoff.NewSet(d.clock, o)
+}
+
+func (d *Daemon) initCloud(ctx context.Context) error {
+	bo := d.backoffSet()
+	md := cloud.NewMetadata(d.cfg.MetadataEndpoint, d.opts.HTTPClient, d.clock, bo, d.metrics)
+	inst, err := md.Instance(ctx)
+	if err != nil {
+		return fmt.Errorf("read instance identity from metadata (%s): %w", d.cfg.MetadataEndpoint, err)
+	}
+	if d.cfg.RegionID != "" {
+		inst.RegionID = d.cfg.RegionID
+	}
+	creds, source, err := cloud.NewCredentials(cloud.CredentialSource{AccessKeyID: d.cfg.AccessKey,
+		AccessKeySecret: d.cfg.AccessSecret, CredentialPath: d.cfg.CredentialPath}, md, d.clock)
+	if err != nil {
+		return err
+	}
+	d.log.Info("cloud credentials", "source", source)
+	api, err := cloud.New(cloud.Options{RegionID: inst.RegionID, ECSEndpoint: d.cfg.ECSEndpoint(), VPCEndpoint: d.cfg.VPCEndpoint(),
+		Credentials: creds, RateLimits: d.cfg.RateLimit, Backoff: bo, Clock: d.clock, Observer: d.metrics,
+		Journal: storeJournal{d.store}})
+	if err != nil {
+		return err
+	}
+	api.SetDegradation(cloud.Degradation(d.cfg.Degradation))
+	d.node = &cloud.Node{API: api, Metadata: md, Instance: inst, MetadataTimeout: d.cfg.MetadataLagTimeout.Duration}
+	if d.limits, err = api.InstanceTypeLimits(ctx, inst.InstanceType); err != nil {
+		return err
+	}
+	d.log.Info("instance", "id", inst.ID, "type", inst.InstanceType, "zone", inst.ZoneID,
+		"enis", d.limits.Adapters, "ipsPerENI", d.limits.IPv4PerAdapter)
+	return nil
+}
+
+// ownershipTags mark the ENIs this daemon creates, so that it (and only
+// it) can recognise and sweep its own orphans.
+func (d *Daemon) ownershipTags() map[string]string {
+	tags := map[string]string{}
+	for k, v := range d.cfg.ENITags {
+		tags[k] = v
+	}
+	tags["creator"] = "terway"
+	tags["terway.alibabacloud.com/instance-id"] = d.node.Instance.ID
+	if d.cfg.ClusterID != "" {
+		tags["terway.alibabacloud.com/cluster-id"] = d.cfg.ClusterID
+	}
+	return tags
+}
+
+func (d *Daemon) initPool(ctx context.Context) error {
+	capa, err := d.cfg.Capacity(d.limits.Adapters, d.limits.IPv4PerAdapter)
+	if err != nil {
+		return err
+	}
+	sizes, err := d.cfg.PoolSizes(capa.MaxENI, d.limits.IPv4PerAdapter)
+	if err != nil {
+		return err
+	}
+	d.capacity = sizes.Capacity
+	dual := d.cfg.DualStack()
+	if dual && !d.limits.SupportIPv6() {
+		d.log.Warn("ip_stack dual but the instance type has fewer IPv6 than IPv4 addresses per ENI; using IPv4 only",
+			"type", d.limits.InstanceType)
+		dual = false
+	}
+	sgs := d.cfg.SecurityGroupIDs()
+	if len(sgs) == 0 {
+		if sgs, err = d.node.API.SecurityGroupsOfInstance(ctx, d.node.Instance.ID); err != nil {
+			return err
+		}
+	}
+	vsws := d.cfg.VSwitchesForZone(d.node.Instance.ZoneID)
+	if len(vsws) == 0 {
+		vsws = []string{d.node.Instance.VSwitchID}
+	}
+	policy := cloud.SelectRandom
+	if d.cfg.VSwitchSelectionPolicy != "" && d.cfg.VSwitchSelectionPolicy != config.VSwitchRandom {
+		policy = cloud.SelectMostFree
+	}
+	vp, err := cloud.NewVSwitchPool(d.node.API, d.clock, policy, vsws, 10*time.Minute, 10*time.Minute, uint64(d.clock.Now().UnixNano()))
+	if err != nil {
+		return err
+	}
+	d.pool, err = ipam.NewMultiIP(ipam.MultiIPConfig{MaxENI: capa.MaxENI, IPsPerENI: d.limits.IPv4PerAdapter,
+		Capacity: sizes.Capacity, MinIdle: sizes.MinPoolSize, MaxIdle: sizes.MaxPoolSize, DualStack: dual,
+		BatchWindow: d.cfg.IPBatchWindow.Duration, Cooldown: d.cfg.ReuseCooldown.Duration,
+		IdleReclaimAfter: d.cfg.IdleIPReclaimAfter.Duration, IdleReclaimInterval: d.cfg.IdleIPReclaimInterval.Duration,
+		IdleReclaimBatch: d.cfg.IdleIPReclaimBatchSize, SyncPeriod: d.cfg.PoolCheckPeriod.Duration,
+		PackENIs: d.cfg.ENISelectionPolicy != config.ENILeastIPs, SecurityGroups: sgs, Tags: d.ownershipTags(),
+		ResourceGroupID: d.cfg.ResourceGroupID}, d.node, vp, d.clock, d.log, nodeEvents{d})
+	if err != nil {
+		return err
+	}
+	return d.restore(ctx)
+}
+
+// Serve starts the background loops and serves gRPC on the configured
+// socket until ctx ends or Close is called.
+func (d *Daemon) Serve(ctx context.Context) error {
+	ln, err := listenUnix(d.cfg.SocketPath)
+	if err != nil {
+		return err
+	}
+	d.listener = ln
+	ctx, d.cancel = context.WithCancel(ctx)
+	d.grpc = grpc.NewServer(grpc.UnaryInterceptor(d.interceptor))
+	rpc.RegisterTerwayBackendServer(d.grpc, &backend{d: d})
+	rpc.RegisterTerwayTracingServer(d.grpc, &tracing{d: d})
+	d.wg.Add(3)
+	go func() { defer d.wg.Done(); d.pool.Run(ctx) }()
+	go func() { defer d.wg.Done(); d.gcLoop(ctx) }()
+	go func() { defer d.wg.Done(); d.publishLoop(ctx) }()
+	close(d.ready)
+	d.log.Info("serving", "socket", d.cfg.SocketPath, "mode", d.mode, "capacity", d.capacity)
+	err = d.grpc.Serve(ln)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// Ready is closed once Serve accepts calls.
+func (d *Daemon) Ready() <-chan struct{} { return d.ready }
+
+// Close stops serving and the loops, then releases the store and the
+// lock. Pods keep their addresses: the next daemon adopts them.
+func (d *Daemon) Close() error {
+	if d.cancel != nil {
+		d.cancel()
+	}
+	if d.grpc != nil {
+		d.grpc.GracefulStop()
+	}
+	d.wg.Wait()
+	return d.closeResources()
+}
+
+func (d *Daemon) closeResources() error {
+	var err error
+	if d.kube != nil {
+		d.kube.Stop()
+	}
+	if d.store != nil {
+		err = errors.Join(err, d.store.Close())
+	}
+	if d.lock != nil {
+		err = errors.Join(err, d.lock.release())
+	}
+	if d.listener != nil {
+		_ = os.Remove(d.cfg.SocketPath)
+	}
+	return err
+}
+
+// nodeEvents turns pool warnings into node events.
+type nodeEvents struct{ d *Daemon }
+
+func (n nodeEvents) Warn(reason, message string) {
+	n.d.log.Warn(message, "reason", reason)
+	n.d.kube.NodeEvent(k8s.Warning, reason, message)
+}

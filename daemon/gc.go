@@ -1,0 +1,182 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/terway-sim/terway/daemon/ipam"
+	"github.com/terway-sim/terway/daemon/k8s"
+	"github.com/terway-sim/terway/daemon/store"
+)
+
+// restore rebuilds the pool from the cloud, metadata and the store at
+// start. Intents left by a daemon that was killed are dropped afterwards:
+// the orphan sweep removed ENIs it created and the adoption of attached
+// addresses took in what it assigned.
+func (d *Daemon) restore(ctx context.Context) error {
+	atts, err := d.store.List()
+	if err != nil {
+		return err
+	}
+	var holdings []ipam.Holding
+	for _, a := range atts {
+		for _, r := range a.Resources {
+			if r.Type != store.ResourceENIIP {
+				continue
+			}
+			h := ipam.Holding{Owner: a.Key(), ENIID: r.ENIID, ReservedUntil: a.StickyUntil}
+			h.IPv4, _ = netip.ParseAddr(r.IPv4)
+			h.IPv6, _ = netip.ParseAddr(r.IPv6)
+			holdings = append(holdings, h)
+		}
+	}
+	rep, err := d.pool.Restore(ctx, holdings)
+	if err != nil {
+		return err
+	}
+	for _, b := range rep.Broken {
+		msg := fmt.Sprintf("pod %s held %s on %s, which is no longer attached to this node", b.Owner, b.IPv4, b.ENIID)
+		d.log.Warn(msg)
+		d.kube.NodeEvent(k8s.Warning, "ResourceInvalid", msg)
+	}
+	intents, err := d.store.ListIntents()
+	if err != nil {
+		return err
+	}
+	for _, in := range intents {
+		if err := d.store.DeleteIntent(in.Key); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
+	d.log.Info("restored", "enis", rep.ENIs, "addresses", rep.Addresses, "pods", len(holdings),
+		"broken", len(rep.Broken), "orphansDeleted", len(rep.Swept), "intentsDropped", len(intents))
+	return nil
+}
+
+// gcLoop reconciles every gc_period.
+func (d *Daemon) gcLoop(ctx context.Context) {
+	t := d.clock.NewTicker(d.cfg.GCPeriod.Duration)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			if err := d.GC(ctx); err != nil {
+				d.log.Warn("gc", "err", err)
+			}
+		}
+	}
+}
+
+// GC reconciles the store with the node's pods: addresses of pods that
+// are gone (or finished) go back to the pool — sticky ones after the
+// stick time — and pool holdings no record explains are released. It
+// also sweeps our own orphan ENIs.
+func (d *Daemon) GC(ctx context.Context) error {
+	pods, err := d.kube.Pods()
+	if err != nil {
+		return err
+	}
+	live := map[string]k8s.Pod{}
+	for _, p := range pods {
+		live[p.Key()] = p
+	}
+	atts, err := d.store.List()
+	if err != nil {
+		return err
+	}
+	now := d.clock.Now()
+	known := map[string]bool{}
+	var errs []error
+	for _, a := range atts {
+		key := a.Key()
+		known[key] = true
+		if p, ok := live[key]; ok && p.Alive() {
+			continue
+		}
+		// The informer may lag: ask the API server before releasing.
+		if p, ok, err := d.kube.PodExists(ctx, a.PodNamespace, a.PodName); err != nil {
+			errs = append(errs, err)
+			continue
+		} else if ok && p.Alive() {
+			continue
+		}
+		if err := d.gcAttachment(a, now); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, owner := range d.pool.Owners() {
+		if !known[owner] {
+			d.log.Warn("releasing an address no record explains", "owner", owner)
+			d.pool.Release(owner, time.Time{})
+		}
+	}
+	if _, err := d.pool.Sweep(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Daemon) gcAttachment(a store.Attachment, now time.Time) error {
+	d.mu.Lock()
+	busy := d.pending[a.Key()]
+	d.mu.Unlock()
+	if busy {
+		return nil // an RPC is working on it; next round
+	}
+	switch {
+	case a.StickyUntil.IsZero() && d.isSticky(a):
+		// A sticky pod deleted while nobody released it (the daemon was
+		// down, or DEL never came): keep its address for the stick time.
+		return d.releaseAttachment(a, true)
+	case !a.StickyUntil.IsZero() && now.Before(a.StickyUntil):
+		return nil
+	}
+	d.log.Info("gc: releasing the address of a pod that is gone", "pod", a.Key())
+	return d.releaseAttachment(a, false)
+}
+
+// publishLoop publishes the node's capacity and address supply.
+func (d *Daemon) publishLoop(ctx context.Context) {
+	publish := func() {
+		err := d.kube.AnnotateNode(ctx, map[string]string{k8s.AnnotationMaxAvailableIP: strconv.Itoa(d.capacity)})
+		if err != nil {
+			d.log.Warn("publish capacity", "err", err)
+		}
+		d.updateSufficientIP(ctx)
+	}
+	publish()
+	t := d.clock.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			publish()
+		}
+	}
+}
+
+// updateSufficientIP sets the SufficientIP node condition: False while the
+// pool cannot grow (a dry vSwitch), True otherwise. It is a condition, not
+// NotReady: a whole vSwitch running dry must not evict its pods.
+func (d *Daemon) updateSufficientIP(ctx context.Context) {
+	st := d.pool.Stats()
+	status, reason, msg := corev1.ConditionTrue, "SufficientIP", "the node can allocate pod addresses"
+	if d.pool.Starved() {
+		status, reason, msg = corev1.ConditionFalse, "InsufficientIP", "the cloud cannot give this node more addresses now"
+	} else if st.Idle == 0 && st.InUse >= d.capacity {
+		status, reason, msg = corev1.ConditionFalse, "NoCapacity", "all addresses the instance type allows are in use"
+	}
+	if err := d.kube.SetCondition(ctx, k8s.ConditionSufficientIP, status, reason, msg); err != nil {
+		d.log.Warn("set node condition", "err", err)
+	}
+}

@@ -1,0 +1,315 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/terway-sim/terway/daemon/ipam"
+	"github.com/terway-sim/terway/daemon/k8s"
+	"github.com/terway-sim/terway/daemon/rpc"
+	"github.com/terway-sim/terway/daemon/store"
+)
+
+// maxRPC caps every RPC below kubelet's 2-minute CNI timeout, as Terway
+// does (118 s); the plugin's own deadline is shorter still.
+const maxRPC = 118 * time.Second
+
+// ErrPodProcessing is the message of an AllocIP for a pod that already
+// has a call in progress; the plugin answers it with CNI code 11 (try
+// again later).
+const ErrPodProcessing = "already processing"
+
+func (d *Daemon) interceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, maxRPC)
+	defer cancel()
+	start := d.clock.Now()
+	resp, err := h(ctx, req)
+	d.metrics.rpc(info.FullMethod, d.clock.Since(start), err)
+	return resp, err
+}
+
+// begin marks a pod busy. An AllocIP finding it busy fails at once with
+// ErrPodProcessing; ReleaseIP and GetIPInfo wait their turn (a DEL never
+// fails for that).
+func (d *Daemon) begin(ctx context.Context, key string, wait bool) (func(), error) {
+	for {
+		d.mu.Lock()
+		if !d.pending[key] {
+			d.pending[key] = true
+			d.mu.Unlock()
+			return func() {
+				d.mu.Lock()
+				delete(d.pending, key)
+				d.mu.Unlock()
+			}, nil
+		}
+		d.mu.Unlock()
+		if !wait {
+			return nil, status.Errorf(codes.Unavailable, "pod %s: %s", key, ErrPodProcessing)
+		}
+		t := d.clock.NewTimer(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, status.FromContextError(ctx.Err()).Err()
+		case <-t.C():
+		}
+	}
+}
+
+type backend struct {
+	rpc.UnimplementedTerwayBackendServer
+	d *Daemon
+}
+
+func podKey(ns, name string) (string, error) {
+	if ns == "" || name == "" {
+		return "", status.Error(codes.InvalidArgument, "K8SPodNamespace and K8SPodName are required")
+	}
+	return ns + "/" + name, nil
+}
+
+// AllocIP gives a pod its network. A retried call for the same container
+// gets the same answer; a new sandbox of the same pod gets the same
+// address back.
+func (b *backend) AllocIP(ctx context.Context, r *rpc.AllocIPRequest) (*rpc.AllocIPReply, error) {
+	d := b.d
+	key, err := podKey(r.K8SPodNamespace, r.K8SPodName)
+	if err != nil {
+		return nil, err
+	}
+	done, err := d.begin(ctx, key, false)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	pod, err := d.kube.Pod(ctx, r.K8SPodNamespace, r.K8SPodName)
+	if err != nil {
+		code := codes.Unavailable
+		if k8s.IsNotFound(err) {
+			code = codes.NotFound
+		}
+		return nil, status.Errorf(code, "alloc IP for %s: %v", key, err)
+	}
+	if att, err := d.store.Get(r.K8SPodNamespace, r.K8SPodName); err == nil && att.ContainerID == r.K8SPodInfraContainerId &&
+		len(att.NetConf) > 0 && att.StickyUntil.IsZero() {
+		if held, ok := d.pool.Holds(key); ok && len(att.Resources) > 0 && att.Resources[0].ID == held.ID() {
+			reply := &rpc.AllocIPReply{}
+			if err := protojson.Unmarshal(att.NetConf, reply); err == nil {
+				return reply, nil // the same ADD again
+			}
+		}
+	}
+	ip, err := d.pool.Allocate(ctx, key)
+	if err != nil {
+		code := codes.Internal
+		switch {
+		case errors.Is(err, ipam.ErrNoCapacity), errors.Is(err, ipam.ErrInsufficientIPs):
+			code = codes.ResourceExhausted
+		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+			code = codes.DeadlineExceeded
+		}
+		d.kube.PodEvent(pod.Namespace, pod.Name, pod.UID, k8s.Warning, "AllocIPFailed", err.Error())
+		return nil, status.Errorf(code, "alloc IP for %s: %v", key, err)
+	}
+	reply := &rpc.AllocIPReply{Success: true, IPType: rpc.IPType_TypeENIMultiIP, IPv4: true, IPv6: ip.IPv6.IsValid(),
+		NetConfs: []*rpc.NetConf{d.netConf(ip, pod)}}
+	if err := d.record(pod, r, ip, reply); err != nil {
+		d.pool.Release(key, time.Time{})
+		return nil, status.Errorf(codes.Internal, "alloc IP for %s: persist: %v", key, err)
+	}
+	return reply, nil
+}
+
+// record persists what a pod got, before the plugin hears of it.
+func (d *Daemon) record(pod k8s.Pod, r *rpc.AllocIPRequest, ip ipam.IP, reply *rpc.AllocIPReply) error {
+	raw, err := protojson.Marshal(reply)
+	if err != nil {
+		return err
+	}
+	res := store.Resource{Type: store.ResourceENIIP, ID: ip.ID(), ENIID: ip.ENIID, ENIMAC: ip.MAC, IPv4: ip.IPv4.String()}
+	if ip.IPv6.IsValid() {
+		res.IPv6 = ip.IPv6.String()
+	}
+	ifName := r.IfName
+	if ifName == "" {
+		ifName = "eth0"
+	}
+	att := store.Attachment{PodNamespace: pod.Namespace, PodName: pod.Name, PodUID: pod.UID,
+		ContainerID: r.K8SPodInfraContainerId, Netns: r.Netns, IfName: ifName, IPType: store.IPTypeENIMultiIP,
+		Resources: []store.Resource{res}, NetConf: raw, CreatedAt: d.clock.Now()}
+	info := store.PodInfo{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, IPType: store.IPTypeENIMultiIP,
+		Annotations: pod.Annotations, OwnerKinds: pod.OwnerKinds, StickyIP: pod.Sticky, Ingress: pod.Ingress,
+		Egress: pod.Egress, SeenAt: d.clock.Now()}
+	return d.store.Update(func(tx *store.Tx) error {
+		if err := tx.Put(att); err != nil {
+			return err
+		}
+		return tx.PutPod(info)
+	})
+}
+
+func (d *Daemon) netConf(ip ipam.IP, pod k8s.Pod) *rpc.NetConf {
+	set := func(v4, v6 fmt.Stringer, ok6 bool) *rpc.IPSet {
+		s := &rpc.IPSet{IPv4: v4.String()}
+		if ok6 {
+			s.IPv6 = v6.String()
+		}
+		return s
+	}
+	dual := ip.IPv6.IsValid()
+	nc := &rpc.NetConf{
+		BasicInfo: &rpc.BasicInfo{
+			PodIP:     set(ip.IPv4, ip.IPv6, dual),
+			PodCIDR:   set(ip.CIDR4, ip.CIDR6, dual),
+			GatewayIP: set(ip.Gateway4, ip.Gateway6, dual),
+		},
+		ENIInfo:      &rpc.ENIInfo{MAC: ip.MAC, GatewayIP: set(ip.Gateway4, ip.Gateway6, dual)},
+		Pod:          &rpc.Pod{Ingress: pod.Ingress, Egress: pod.Egress, NetworkPriority: pod.NetworkPriority},
+		DefaultRoute: true,
+	}
+	if d.cfg.ServiceCIDRv4.IsValid() || d.cfg.ServiceCIDRv6.IsValid() {
+		nc.BasicInfo.ServiceCIDR = &rpc.IPSet{}
+		if d.cfg.ServiceCIDRv4.IsValid() {
+			nc.BasicInfo.ServiceCIDR.IPv4 = d.cfg.ServiceCIDRv4.String()
+		}
+		if d.cfg.ServiceCIDRv6.IsValid() {
+			nc.BasicInfo.ServiceCIDR.IPv6 = d.cfg.ServiceCIDRv6.String()
+		}
+	}
+	for _, r := range d.cfg.ExtraRoutes {
+		nc.ExtraRoutes = append(nc.ExtraRoutes, &rpc.Route{Dst: r.Dst})
+	}
+	return nc
+}
+
+// ReleaseIP gives a pod's network back. It is idempotent; a release for a
+// container other than the one that holds the address is a no-op (a late
+// DEL of an old sandbox must not take the new one's address); a sticky
+// pod's address stays reserved for the stick time.
+func (b *backend) ReleaseIP(ctx context.Context, r *rpc.ReleaseIPRequest) (*rpc.ReleaseIPReply, error) {
+	d := b.d
+	key, err := podKey(r.K8SPodNamespace, r.K8SPodName)
+	if err != nil {
+		return nil, err
+	}
+	done, err := d.begin(ctx, key, true)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	att, err := d.store.Get(r.K8SPodNamespace, r.K8SPodName)
+	if errors.Is(err, store.ErrNotFound) {
+		return &rpc.ReleaseIPReply{Success: true}, nil
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "release IP of %s: %v", key, err)
+	}
+	if r.K8SPodInfraContainerId != "" && att.ContainerID != "" && att.ContainerID != r.K8SPodInfraContainerId {
+		d.log.Info("release for an old sandbox ignored", "pod", key, "container", r.K8SPodInfraContainerId, "holder", att.ContainerID)
+		return &rpc.ReleaseIPReply{Success: true}, nil
+	}
+	if err := d.releaseAttachment(att, d.isSticky(att)); err != nil {
+		return nil, status.Errorf(codes.Internal, "release IP of %s: %v", key, err)
+	}
+	reply := &rpc.ReleaseIPReply{Success: true, IPv4: true}
+	if len(att.Resources) > 0 {
+		reply.IPv4Addr = &rpc.IPSet{IPv4: att.Resources[0].IPv4, IPv6: att.Resources[0].IPv6}
+		reply.IPv6 = att.Resources[0].IPv6 != ""
+	}
+	return reply, nil
+}
+
+// isSticky reports whether the pod keeps its address after release.
+func (d *Daemon) isSticky(att store.Attachment) bool {
+	if d.sticky <= 0 {
+		return false
+	}
+	p, err := d.store.GetPod(att.PodNamespace, att.PodName)
+	return err == nil && p.StickyIP
+}
+
+// releaseAttachment returns a pod's address to the pool: reserved for the
+// stick time (record kept with StickyUntil) or at once (record deleted).
+func (d *Daemon) releaseAttachment(att store.Attachment, sticky bool) error {
+	key := att.Key()
+	if sticky {
+		until := d.clock.Now().Add(d.sticky)
+		att.StickyUntil = until
+		att.ContainerID = ""
+		if err := d.store.Put(att); err != nil {
+			return err
+		}
+		d.pool.Release(key, until)
+		return nil
+	}
+	err := d.store.Update(func(tx *store.Tx) error {
+		if err := tx.Delete(att.PodNamespace, att.PodName); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if err := tx.DeletePod(att.PodNamespace, att.PodName); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	d.pool.Release(key, time.Time{})
+	return nil
+}
+
+// GetIPInfo answers what AllocIP answered for the pod's current
+// container.
+func (b *backend) GetIPInfo(ctx context.Context, r *rpc.GetInfoRequest) (*rpc.GetInfoReply, error) {
+	d := b.d
+	key, err := podKey(r.K8SPodNamespace, r.K8SPodName)
+	if err != nil {
+		return nil, err
+	}
+	done, err := d.begin(ctx, key, true)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	att, err := d.store.Get(r.K8SPodNamespace, r.K8SPodName)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && r.K8SPodInfraContainerId != "" && att.ContainerID != r.K8SPodInfraContainerId) {
+		return &rpc.GetInfoReply{Success: false, IPType: rpc.IPType_TypeENIMultiIP}, nil
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "ip info of %s: %v", key, err)
+	}
+	alloc := &rpc.AllocIPReply{}
+	if err := protojson.Unmarshal(att.NetConf, alloc); err != nil {
+		return nil, status.Errorf(codes.Internal, "ip info of %s: stored answer: %v", key, err)
+	}
+	return &rpc.GetInfoReply{Success: true, IPType: alloc.IPType, IPv4: alloc.IPv4, IPv6: alloc.IPv6, NetConfs: alloc.NetConfs}, nil
+}
+
+// RecordEvent records a Kubernetes event for the plugin.
+func (b *backend) RecordEvent(ctx context.Context, r *rpc.EventRequest) (*rpc.EventReply, error) {
+	d := b.d
+	t := k8s.Normal
+	if r.EventType == rpc.EventType_EventTypeWarning {
+		t = k8s.Warning
+	}
+	if r.EventTarget == rpc.EventTarget_EventTargetNode {
+		d.kube.NodeEvent(t, r.Reason, r.Message)
+		return &rpc.EventReply{Succeed: true}, nil
+	}
+	uid := ""
+	if p, err := d.kube.Pod(ctx, r.K8SPodNamespace, r.K8SPodName); err == nil {
+		uid = p.UID
+	} else if a, err := d.store.Get(r.K8SPodNamespace, r.K8SPodName); err == nil {
+		uid = a.PodUID
+	}
+	d.kube.PodEvent(r.K8SPodNamespace, r.K8SPodName, uid, t, r.Reason, r.Message)
+	return &rpc.EventReply{Succeed: true}, nil
+}

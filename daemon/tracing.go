@@ -1,0 +1,131 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/terway-sim/terway/daemon/rpc"
+)
+
+// tracing serves terway-cli: the daemon's configuration and state, and the
+// pod ↔ store ↔ pool mapping.
+type tracing struct {
+	rpc.UnimplementedTerwayTracingServer
+	d *Daemon
+}
+
+const (
+	traceService = "network_service"
+	tracePool    = "resource_pool"
+)
+
+func (t *tracing) GetResourceTypes(context.Context, *rpc.Placeholder) (*rpc.ResourcesTypesReply, error) {
+	return &rpc.ResourcesTypesReply{TypeNames: []string{traceService, tracePool}}, nil
+}
+
+func (t *tracing) GetResources(_ context.Context, r *rpc.ResourceTypeRequest) (*rpc.ResourcesNamesReply, error) {
+	switch r.Name {
+	case traceService, tracePool:
+		return &rpc.ResourcesNamesReply{ResourceNames: []string{"default"}}, nil
+	}
+	return nil, status.Errorf(codes.NotFound, "no resource type %q", r.Name)
+}
+
+func kv(pairs ...string) []*rpc.MapKeyValueEntry {
+	var out []*rpc.MapKeyValueEntry
+	for i := 0; i+1 < len(pairs); i += 2 {
+		out = append(out, &rpc.MapKeyValueEntry{Key: pairs[i], Value: pairs[i+1]})
+	}
+	return out
+}
+
+func (t *tracing) GetResourceConfig(_ context.Context, r *rpc.ResourceTypeNameRequest) (*rpc.ResourceConfigReply, error) {
+	d := t.d
+	switch r.Type {
+	case traceService:
+		return &rpc.ResourceConfigReply{Config: kv("name", "default", "daemon_mode", d.mode, "node", d.opts.NodeName,
+			"instance_id", d.node.Instance.ID, "instance_type", d.limits.InstanceType, "socket", d.cfg.SocketPath,
+			"store", d.cfg.StorePath)}, nil
+	case tracePool:
+		return &rpc.ResourceConfigReply{Config: kv("name", "default", "capacity", strconv.Itoa(d.capacity),
+			"max_idle", strconv.Itoa(d.cfg.MaxPoolSize), "min_idle", strconv.Itoa(d.cfg.MinPoolSize))}, nil
+	}
+	return nil, status.Errorf(codes.NotFound, "no resource type %q", r.Type)
+}
+
+func (t *tracing) GetResourceTrace(_ context.Context, r *rpc.ResourceTypeNameRequest) (*rpc.ResourceTraceReply, error) {
+	d := t.d
+	switch r.Type {
+	case traceService:
+		d.mu.Lock()
+		n := len(d.pending)
+		d.mu.Unlock()
+		out := kv("pending_pods_count", strconv.Itoa(n))
+		atts, err := d.store.List()
+		if err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		for _, a := range atts {
+			for _, res := range a.Resources {
+				out = append(out, &rpc.MapKeyValueEntry{Key: "pods/" + a.Key() + "/resources", Value: res.ID})
+			}
+		}
+		return &rpc.ResourceTraceReply{Trace: out}, nil
+	case tracePool:
+		st := d.pool.Stats()
+		return &rpc.ResourceTraceReply{Trace: kv("enis", strconv.Itoa(st.ENIs), "total", strconv.Itoa(st.Total),
+			"idle", strconv.Itoa(st.Idle), "inuse", strconv.Itoa(st.InUse), "reserved", strconv.Itoa(st.Reserved),
+			"inflight", strconv.Itoa(st.Inflight), "waiting", strconv.Itoa(st.Waiting))}, nil
+	}
+	return nil, status.Errorf(codes.NotFound, "no resource type %q", r.Type)
+}
+
+// GetResourceMapping compares the store (what pods were given) with the
+// pool (what the daemon holds): Normal when they agree, Idle for pool
+// addresses nobody holds, Error for any disagreement.
+func (t *tracing) GetResourceMapping(context.Context, *rpc.Placeholder) (*rpc.PodResourceMappingReply, error) {
+	d := t.d
+	atts, err := d.store.List()
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	var out []*rpc.PodResourceMapping
+	inStore := map[string]bool{}
+	for _, a := range atts {
+		key := a.Key()
+		inStore[key] = true
+		m := &rpc.PodResourceMapping{PodName: key, Type: rpc.ResourceMappingType_MappingTypeNormal}
+		if len(a.Resources) > 0 {
+			m.ResourceName = a.Resources[0].ID
+		}
+		held, ok := d.pool.Holds(key)
+		switch {
+		case !ok:
+			m.Type = rpc.ResourceMappingType_MappingTypeError
+		case held.ID() != m.ResourceName:
+			m.Type = rpc.ResourceMappingType_MappingTypeError
+			m.FactoryResourceName = held.ID()
+		default:
+			m.FactoryResourceName = held.ID()
+		}
+		out = append(out, m)
+	}
+	for _, owner := range d.pool.Owners() {
+		if !inStore[owner] {
+			held, _ := d.pool.Holds(owner)
+			out = append(out, &rpc.PodResourceMapping{Type: rpc.ResourceMappingType_MappingTypeError, PodName: owner,
+				FactoryResourceName: held.ID()})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PodName < out[j].PodName })
+	return &rpc.PodResourceMappingReply{Info: out}, nil
+}
+
+func (t *tracing) ResourceExecute(r *rpc.ResourceExecuteRequest, s rpc.TerwayTracing_ResourceExecuteServer) error {
+	return status.Error(codes.Unimplemented, fmt.Sprintf("no command %q for %s/%s", r.Command, r.Type, r.Name))
+}
