@@ -88,6 +88,9 @@ func (d *Daemon) GC(ctx context.Context) error {
 	for _, p := range pods {
 		live[p.Key()] = p
 	}
+	// Owners first: an address handed out after this snapshot is not
+	// considered, and RPCs in progress are skipped below.
+	owners := d.pool.Owners()
 	atts, err := d.store.List()
 	if err != nil {
 		return err
@@ -112,8 +115,11 @@ func (d *Daemon) GC(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	for _, owner := range d.pool.Owners() {
-		if !known[owner] {
+	for _, owner := range owners {
+		d.mu.Lock()
+		busy := d.pending[owner]
+		d.mu.Unlock()
+		if !known[owner] && !busy {
 			d.log.Warn("releasing an address no record explains", "owner", owner)
 			d.pool.Release(owner, time.Time{})
 		}

@@ -78,9 +78,13 @@ func (t *tracing) GetResourceTrace(_ context.Context, r *rpc.ResourceTypeNameReq
 		return &rpc.ResourceTraceReply{Trace: out}, nil
 	case tracePool:
 		st := d.pool.Stats()
-		return &rpc.ResourceTraceReply{Trace: kv("enis", strconv.Itoa(st.ENIs), "total", strconv.Itoa(st.Total),
+		out := kv("enis", strconv.Itoa(st.ENIs), "total", strconv.Itoa(st.Total),
 			"idle", strconv.Itoa(st.Idle), "inuse", strconv.Itoa(st.InUse), "reserved", strconv.Itoa(st.Reserved),
-			"inflight", strconv.Itoa(st.Inflight), "waiting", strconv.Itoa(st.Waiting))}, nil
+			"inflight", strconv.Itoa(st.Inflight), "waiting", strconv.Itoa(st.Waiting))
+		for _, a := range d.pool.Addresses() {
+			out = append(out, &rpc.MapKeyValueEntry{Key: "ip/" + a.IP.IPv4.String(), Value: a.IP.ENIID + " " + a.State + " " + a.Owner})
+		}
+		return &rpc.ResourceTraceReply{Trace: out}, nil
 	}
 	return nil, status.Errorf(codes.NotFound, "no resource type %q", r.Type)
 }

@@ -359,6 +359,44 @@ func (p *MultiIP) Holds(owner string) (IP, bool) {
 	return p.ipOf(s), true
 }
 
+// Address is one address of the pool with its state ("idle", "inuse",
+// "reserved", "releasing") and owner.
+type Address struct {
+	IP    IP
+	State string
+	Owner string
+}
+
+// Addresses lists every address the pool holds, ordered by ENI and
+// address.
+func (p *MultiIP) Addresses() []Address {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.clock.Now()
+	var out []Address
+	for _, e := range p.enis {
+		for _, s := range e.ips {
+			st := "idle"
+			switch {
+			case s.state == ipInUse:
+				st = "inuse"
+			case s.state == ipReleasing:
+				st = "releasing"
+			case s.owner != "" && now.Before(s.reservedUntil):
+				st = "reserved"
+			}
+			out = append(out, Address{IP: p.ipOf(s), State: st, Owner: s.owner})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].IP.ENIID != out[j].IP.ENIID {
+			return out[i].IP.ENIID < out[j].IP.ENIID
+		}
+		return out[i].IP.IPv4.Less(out[j].IP.IPv4)
+	})
+	return out
+}
+
 // Owners lists who holds or has reserved an address.
 func (p *MultiIP) Owners() []string {
 	p.mu.Lock()

@@ -59,10 +59,14 @@ func (p *MultiIP) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 			}
 			continue
 		}
-		m, err := p.node.WaitMetadata(ctx, e.MAC, append([]netip.Addr{e.PrimaryIP}, e.IPv4...), e.IPv6)
+		assigned := append([]netip.Addr{e.PrimaryIP}, e.IPv4...)
+		m, err := p.node.WaitMetadata(ctx, e.MAC, assigned, e.IPv6)
 		if err != nil {
 			return rep, fmt.Errorf("restore: ENI %s: %w", e.ID, err)
 		}
+		// The cloud says what is assigned; metadata lags and may still
+		// list addresses that were just unassigned.
+		m.IPv4, m.IPv6 = assigned, e.IPv6
 		p.mu.Lock()
 		p.addENILocked(m, pairV6(m.IPv4, e.IPv6, holdings))
 		p.mu.Unlock()
