@@ -1,0 +1,204 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/terway-sim/terway/daemon/rpc"
+	"github.com/terway-sim/terway/fakecloud"
+)
+
+// metadataView reads what the node's metadata lists: address → ENI ID.
+func (l *lab) metadataView() map[string]string {
+	l.t.Helper()
+	get := func(path string) string {
+		resp, err := http.Get(l.mdURL + "/latest/meta-data/" + path)
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.TrimSpace(string(b))
+	}
+	out := map[string]string{}
+	primary := get("mac")
+	for _, m := range strings.Split(get("network/interfaces/macs/"), "\n") {
+		m = strings.Trim(m, "/")
+		if m == "" || m == primary {
+			continue
+		}
+		id := get("network/interfaces/macs/" + m + "/network-interface-id")
+		var ips []string
+		_ = json.Unmarshal([]byte(get("network/interfaces/macs/"+m+"/private-ipv4s")), &ips)
+		for _, ip := range ips {
+			out[ip] = id
+		}
+	}
+	return out
+}
+
+// cloudView is what fakecloud says is assigned to node1's secondary ENIs.
+func (l *lab) cloudView() map[string]string {
+	out := map[string]string{}
+	for _, e := range l.cloud.ENIs() {
+		if e.Type != fakecloud.ENITypeSecondary || e.InstanceID != node1 {
+			continue
+		}
+		out[e.PrimaryIP.String()] = e.ID
+		for _, a := range e.IPv4 {
+			out[a.String()] = e.ID
+		}
+	}
+	return out
+}
+
+// TestBurstWithFaults sends more pods than the node can hold at once to an
+// empty node, with realistic attach and metadata delays and 5% of mutating
+// calls failing. No address may be handed out twice, the excess must fail
+// cleanly, store, metadata and fakecloud must agree afterwards, and the
+// calls stay near the batching bound.
+func TestBurstWithFaults(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		timeScale float64
+		lag       time.Duration
+	}{
+		{"default metadata lag", 1, time.Second},
+		{"10s metadata lag", 0.1, 10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLab(t, func(s *fakecloud.Spec, o *fakecloud.Options) {
+				o.TimeScale = tc.timeScale
+				s.Settings.MetadataLag = fakecloud.Duration(tc.lag)
+			})
+			const pods = 55 // ecs.g7.xlarge holds 45
+			for i := 0; i < pods; i++ {
+				l.pod("burst", fmt.Sprintf("p%02d", i), nil)
+			}
+			l.conf = strings.Replace(l.conf, `"ip_batch_window":"10ms"`, `"ip_batch_window":"200ms"`, 1)
+			l.conf = strings.Replace(l.conf, `"max_pool_size":5`, `"max_pool_size":50`, 1)
+			// Realistic attach times need a realistic status poll.
+			l.conf = strings.Replace(l.conf, `"wait_eni_status":{"Duration":"5ms","Factor":1.2,"Steps":12}`,
+				`"wait_eni_status":{"Duration":"200ms","Factor":1.2,"Steps":20,"Cap":"1s"}`, 1)
+			l.conf = strings.Replace(l.conf, `"meta_assign_private_ip":{"Duration":"5ms","Steps":10}`,
+				`"meta_assign_private_ip":{"Duration":"100ms","Steps":10}`, 1)
+			d, c, _ := l.daemon(nil)
+			for _, action := range []string{"CreateNetworkInterface", "AttachNetworkInterface", "AssignPrivateIpAddresses"} {
+				if _, err := l.cloud.AddFault(fakecloud.Fault{Name: "flaky-" + action, Kind: fakecloud.FaultError, Action: action,
+					Probability: 0.05, Code: "InternalError", Status: 500}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var mu sync.Mutex
+			got := map[string]string{}
+			var failed []error
+			var wg sync.WaitGroup
+			start := time.Now()
+			for i := 0; i < pods; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+					defer cancel()
+					name := fmt.Sprintf("p%02d", i)
+					r, err := c.AllocIP(ctx, &rpc.AllocIPRequest{K8SPodNamespace: "burst", K8SPodName: name, K8SPodInfraContainerId: "c-" + name})
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						failed = append(failed, err)
+						return
+					}
+					got[name] = podIP(r)
+				}()
+			}
+			wg.Wait()
+			took := time.Since(start)
+			seen := map[string]string{}
+			for name, ip := range got {
+				if prev, dup := seen[ip]; dup {
+					t.Fatalf("%s handed to %s and %s", ip, prev, name)
+				}
+				seen[ip] = name
+			}
+			if len(got) != 45 || len(failed) != pods-45 {
+				t.Fatalf("%d allocated, %d failed (want 45 and %d); first failure %v", len(got), len(failed), pods-45, first(failed))
+			}
+			for _, err := range failed {
+				if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "capacity") {
+					t.Fatalf("excess request failed unclearly: %v", err)
+				}
+			}
+			l.cloud.ClearFaults()
+			// store = metadata = fakecloud.
+			cv := l.cloudView()
+			deadline := time.Now().Add(time.Duration(float64(tc.lag)*tc.timeScale) + 10*time.Second)
+			var mv map[string]string
+			for {
+				mv = l.metadataView()
+				if len(mv) == len(cv) || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if len(cv) != 45 || len(mv) != len(cv) {
+				t.Fatalf("cloud has %d addresses on our ENIs, metadata %d; want 45", len(cv), len(mv))
+			}
+			atts, err := d.store.List()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range atts {
+				r := a.Resources[0]
+				if cv[r.IPv4] != r.ENIID || mv[r.IPv4] != r.ENIID {
+					t.Fatalf("%s: store says %s on %s, cloud %q, metadata %q", a.Key(), r.IPv4, r.ENIID, cv[r.IPv4], mv[r.IPv4])
+				}
+			}
+			if len(atts) != 45 {
+				t.Fatalf("store has %d records", len(atts))
+			}
+			calls := func(action, outcome string) int64 {
+				return l.cloud.CallCount(fakecloud.CallFilter{Action: action, Outcome: outcome})
+			}
+			enis := calls("CreateNetworkInterface", fakecloud.OutcomeSuccess)
+			okAddr := enis + calls("AssignPrivateIpAddresses", fakecloud.OutcomeSuccess)
+			var mutating, failedCalls int64
+			for _, a := range []string{"CreateNetworkInterface", "AttachNetworkInterface", "AssignPrivateIpAddresses",
+				"UnassignPrivateIpAddresses", "DetachNetworkInterface", "DeleteNetworkInterface"} {
+				all := calls(a, "")
+				mutating += all
+				failedCalls += all - calls(a, fakecloud.OutcomeSuccess)
+			}
+			if bound := int64((45+9)/10) + enis; okAddr > bound {
+				t.Fatalf("%d successful Create+Assign calls for 45 addresses on %d ENIs, bound %d", okAddr, enis, bound)
+			}
+			if bound := int64((45+9)/10) + 2*enis + failedCalls; mutating > bound {
+				t.Fatalf("%d mutating calls, bound %d (%d ENIs, %d failed calls retried)", mutating, bound, enis, failedCalls)
+			}
+			var summary []string
+			for _, s := range l.cloud.Calls() {
+				summary = append(summary, fmt.Sprintf("%s=%s×%d", s.Action, s.Outcome, s.Count))
+			}
+			sort.Strings(summary)
+			t.Logf("45 pods in %v; %d ENIs; %d mutating calls (%d failed and retried); %s", took.Round(time.Millisecond),
+				enis, mutating, failedCalls, strings.Join(summary, " "))
+		})
+	}
+}
+
+func first(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return errs[0]
+}
