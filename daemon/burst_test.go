@@ -202,3 +202,59 @@ func first(errs []error) error {
 	}
 	return errs[0]
 }
+
+// TestThrottledRegion gives the account tiny API budgets: allocations
+// still succeed (the client slows down and retries), and the calls that
+// reach the cloud stay bounded.
+func TestThrottledRegion(t *testing.T) {
+	l := newLab(t, func(s *fakecloud.Spec, o *fakecloud.Options) {
+		s.Settings.ThrottleWindow = fakecloud.Duration(500 * time.Millisecond)
+		s.Settings.Throttle = map[string]int{"*": 1, "DescribeNetworkInterfaceAttribute": 4, "DescribeNetworkInterfaces": 4}
+	})
+	const pods = 40
+	for i := 0; i < pods; i++ {
+		l.pod("th", fmt.Sprintf("p%02d", i), nil)
+	}
+	l.conf = strings.Replace(l.conf, `"ip_batch_window":"10ms"`, `"ip_batch_window":"100ms"`, 1)
+	for _, k := range []string{"eni_create", "eni_ops", "eni_ip_ops"} {
+		l.conf = strings.Replace(l.conf, `"`+k+`":{"Duration":"5ms","Steps":`, `"`+k+`":{"Duration":"200ms","Cap":"1s","Factor":1.5,"Steps":`, 1)
+	}
+	l.conf = strings.Replace(l.conf, `"":{"Duration":"5ms","Factor":1.2,"Steps":6}`, `"":{"Duration":"200ms","Factor":1.5,"Cap":"1s","Steps":12}`, 1)
+	l.conf = strings.Replace(l.conf, `"wait_eni_status":{"Duration":"5ms","Factor":1.2,"Steps":12}`,
+		`"wait_eni_status":{"Duration":"100ms","Factor":1.2,"Steps":30,"Cap":"1s"}`, 1)
+	_, c, _ := l.daemon(nil)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	ips := map[string]bool{}
+	for i := 0; i < pods; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := alloc(t, c, "th", fmt.Sprintf("p%02d", i), fmt.Sprintf("c%d", i))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			if ips[podIP(r)] {
+				t.Errorf("%s handed out twice", podIP(r))
+			}
+			ips[podIP(r)] = true
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d allocations failed under throttling; first: %v", len(errs), errs[0])
+	}
+	throttled := l.cloud.CallCount(fakecloud.CallFilter{Outcome: "Throttling.User"})
+	total := l.cloud.CallCount(fakecloud.CallFilter{})
+	if throttled == 0 {
+		t.Fatal("the budgets never throttled: the test proves nothing")
+	}
+	if total > 200 {
+		t.Fatalf("%d calls (%d throttled) for %d pods: the client does not back off", total, throttled, pods)
+	}
+	t.Logf("%d pods under tiny budgets: %d calls, %d throttled", pods, total, throttled)
+}
