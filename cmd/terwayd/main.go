@@ -1,0 +1,213 @@
+// Command terwayd is the node daemon: it gets ENIs and addresses from ECS
+// and serves the CNI plugin over gRPC on a unix socket.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/terway-sim/terway/daemon"
+	"github.com/terway-sim/terway/daemon/config"
+	"github.com/terway-sim/terway/daemon/k8s"
+)
+
+func main() {
+	if err := newCommand(os.Stderr).Execute(); err != nil {
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	mode           string
+	logLevel       string
+	readonlyListen string
+	kubeconfig     string
+	configPath     string
+	importTerwayDB bool
+}
+
+func newCommand(stderr io.Writer) *cobra.Command {
+	o := &options{}
+	cmd := &cobra.Command{
+		Use:   "terwayd",
+		Short: "The Terway-style node daemon: ENIs and addresses for pods",
+		Long: `terwayd gets ENIs and secondary addresses from ECS for the pods of its node,
+keeps warm pools, persists what every pod holds, and serves the CNI plugin
+over gRPC on a unix socket (socket_path in the config, default
+/var/run/eni/eni.socket).
+
+Environment: NODE_NAME (required), POD_NAMESPACE (where the dynamic-config
+ConfigMaps live, default kube-system), ECS_ENDPOINT and VPC_ENDPOINT
+(override the config's endpoints; "http://host:port" for an emulator).
+
+Dynamic per-node config: a node labelled terway-config=<name> merges the
+eni_conf key of ConfigMap <name> (in POD_NAMESPACE) over the base config as
+an RFC 7396 merge patch, at start.`,
+		SilenceUsage: true,
+		Args:         cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return run(ctx, o, stderr)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.mode, "daemon-mode", daemon.ModeENIMultiIP, "ENIMultiIP, ENIOnly or VPC")
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&o.readonlyListen, "readonly-listen", "unix:///var/run/eni/eni_debug.socket", "metrics and pprof listener: unix:///path or host:port")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config)")
+	f.StringVar(&o.configPath, "config", config.DefaultPath, "eni_conf file (falls back to "+config.DefaultLegacyPath+")")
+	f.BoolVar(&o.importTerwayDB, "import-terway-db", false, "read a store written by Terway instead of refusing it")
+	return cmd
+}
+
+func run(ctx context.Context, o *options, stderr io.Writer) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	node := os.Getenv("NODE_NAME")
+	if node == "" {
+		return errors.New("NODE_NAME is not set (the DaemonSet passes spec.nodeName)")
+	}
+	kube, err := kubeClient(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg, err := loadConfig(ctx, o.configPath, kube, node)
+	if err != nil {
+		return err
+	}
+	log.Info("config", "config", cfg.Redacted())
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	d, err := daemon.New(ctx, daemon.Options{Mode: o.mode, Config: cfg, NodeName: node, Kube: kube, Logger: log,
+		Registerer: reg, ImportTerwayDB: o.importTerwayDB})
+	if err != nil {
+		return err
+	}
+	debug, err := serveDebug(o.readonlyListen, reg, log)
+	if err != nil {
+		d.Close()
+		return err
+	}
+	defer debug.Close()
+	go func() {
+		<-ctx.Done()
+		log.Info("shutting down")
+		d.Close()
+	}()
+	return d.Serve(ctx)
+}
+
+func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	var rc *rest.Config
+	var err error
+	if kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	rc.Timeout = 70 * time.Second
+	rc.UserAgent = "terwayd"
+	return kubernetes.NewForConfig(rc)
+}
+
+// loadConfig reads eni_conf, applies the node's dynamic config and the
+// endpoint environment variables.
+func loadConfig(ctx context.Context, path string, kube kubernetes.Interface, node string) (*config.Config, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) && path == config.DefaultPath {
+		data, err = os.ReadFile(config.DefaultLegacyPath)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	if n, err := kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil {
+		if name := n.Labels[k8s.LabelDynamicConfig]; name != "" {
+			ns := os.Getenv("POD_NAMESPACE")
+			if ns == "" {
+				ns = "kube-system"
+			}
+			cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return nil, fmt.Errorf("dynamic config %s/%s of node %s: %w", ns, name, node, err)
+			}
+			if data, err = config.Merge(data, []byte(cm.Data["eni_conf"])); err != nil {
+				return nil, fmt.Errorf("dynamic config %s/%s: %w", ns, name, err)
+			}
+		}
+	}
+	cfg, err := config.Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	if v := os.Getenv("ECS_ENDPOINT"); v != "" {
+		cfg.ECSEndpointURL = v
+	}
+	if v := os.Getenv("VPC_ENDPOINT"); v != "" {
+		cfg.VPCEndpointURL = v
+	}
+	return cfg, nil
+}
+
+// serveDebug serves /metrics and /debug/pprof/ on a unix socket (0600) or
+// a TCP address.
+func serveDebug(addr string, reg *prometheus.Registry, log *slog.Logger) (io.Closer, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	var ln net.Listener
+	var err error
+	if strings.HasPrefix(addr, "unix://") {
+		u, perr := url.Parse(addr)
+		if perr != nil {
+			return nil, fmt.Errorf("--readonly-listen %s: %w", addr, perr)
+		}
+		_ = os.Remove(u.Path)
+		if ln, err = net.Listen("unix", u.Path); err == nil {
+			err = os.Chmod(u.Path, 0o600)
+		}
+	} else {
+		ln, err = net.Listen("tcp", addr)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--readonly-listen %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("debug listener", "err", err)
+		}
+	}()
+	return srv, nil
+}
