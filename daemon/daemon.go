@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -74,7 +75,7 @@ type Daemon struct {
 	lock    *fileLock
 	node    *cloud.Node
 	limits  cloud.Limits
-	pool    *ipam.MultiIP
+	mgr     manager
 	metrics *metrics
 
 	capacity int
@@ -107,9 +108,7 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, errors.New("daemon: a Kubernetes client and the node name are required")
 	}
 	switch o.Mode {
-	case ModeENIMultiIP:
-	case ModeENIOnly, ModeVPC:
-		return nil, fmt.Errorf("daemon: mode %s is not implemented yet (ENIMultiIP is)", o.Mode)
+	case ModeENIMultiIP, ModeENIOnly, ModeVPC:
 	default:
 		return nil, fmt.Errorf("daemon: unknown mode %q (ENIMultiIP, ENIOnly, VPC)", o.Mode)
 	}
@@ -215,11 +214,6 @@ func (d *Daemon) initPool(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sizes, err := d.cfg.PoolSizes(capa.MaxENI, d.limits.IPv4PerAdapter)
-	if err != nil {
-		return err
-	}
-	d.capacity = sizes.Capacity
 	dual := d.cfg.DualStack()
 	if dual && !d.limits.SupportIPv6() {
 		d.log.Warn("ip_stack dual but the instance type has fewer IPv6 than IPv4 addresses per ENI; using IPv4 only",
@@ -244,15 +238,59 @@ func (d *Daemon) initPool(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.pool, err = ipam.NewMultiIP(ipam.MultiIPConfig{MaxENI: capa.MaxENI, IPsPerENI: d.limits.IPv4PerAdapter,
-		Capacity: sizes.Capacity, MinIdle: sizes.MinPoolSize, MaxIdle: sizes.MaxPoolSize, DualStack: dual,
-		BatchWindow: d.cfg.IPBatchWindow.Duration, Cooldown: d.cfg.ReuseCooldown.Duration,
-		IdleReclaimAfter: d.cfg.IdleIPReclaimAfter.Duration, IdleReclaimInterval: d.cfg.IdleIPReclaimInterval.Duration,
-		IdleReclaimBatch: d.cfg.IdleIPReclaimBatchSize, SyncPeriod: d.cfg.PoolCheckPeriod.Duration,
-		PackENIs: d.cfg.ENISelectionPolicy != config.ENILeastIPs, SecurityGroups: sgs, Tags: d.ownershipTags(),
-		ResourceGroupID: d.cfg.ResourceGroupID}, d.node, vp, d.clock, d.log, nodeEvents{d})
-	if err != nil {
-		return err
+	enis := func() (*ipam.ENIPool, error) {
+		sizes, err := d.cfg.PoolSizes(capa.MaxENI, 1)
+		if err != nil {
+			return nil, err
+		}
+		return ipam.NewENIPool(ipam.ENIPoolConfig{MaxENI: capa.MaxENI, MinIdle: sizes.MinPoolSize, MaxIdle: sizes.MaxPoolSize,
+			DualStack: dual, SyncPeriod: d.cfg.PoolCheckPeriod.Duration, SecurityGroups: sgs, Tags: d.ownershipTags(),
+			ResourceGroupID: d.cfg.ResourceGroupID}, d.node, vp, d.clock, d.log, nodeEvents{d})
+	}
+	switch d.mode {
+	case ModeENIMultiIP:
+		sizes, err := d.cfg.PoolSizes(capa.MaxENI, d.limits.IPv4PerAdapter)
+		if err != nil {
+			return err
+		}
+		d.capacity = sizes.Capacity
+		pool, err := ipam.NewMultiIP(ipam.MultiIPConfig{MaxENI: capa.MaxENI, IPsPerENI: d.limits.IPv4PerAdapter,
+			Capacity: sizes.Capacity, MinIdle: sizes.MinPoolSize, MaxIdle: sizes.MaxPoolSize, DualStack: dual,
+			BatchWindow: d.cfg.IPBatchWindow.Duration, Cooldown: d.cfg.ReuseCooldown.Duration,
+			IdleReclaimAfter: d.cfg.IdleIPReclaimAfter.Duration, IdleReclaimInterval: d.cfg.IdleIPReclaimInterval.Duration,
+			IdleReclaimBatch: d.cfg.IdleIPReclaimBatchSize, SyncPeriod: d.cfg.PoolCheckPeriod.Duration,
+			PackENIs: d.cfg.ENISelectionPolicy != config.ENILeastIPs, SecurityGroups: sgs, Tags: d.ownershipTags(),
+			ResourceGroupID: d.cfg.ResourceGroupID}, d.node, vp, d.clock, d.log, nodeEvents{d})
+		if err != nil {
+			return err
+		}
+		d.mgr = multiIPManager{pool: pool}
+	case ModeENIOnly:
+		pool, err := enis()
+		if err != nil {
+			return err
+		}
+		d.capacity = capa.ENIOnly
+		d.mgr = eniManager{pool: pool}
+	case ModeVPC:
+		n, err := d.kube.Node(ctx)
+		if err != nil {
+			return err
+		}
+		prefix, err := netip.ParsePrefix(n.Spec.PodCIDR)
+		if err != nil {
+			return fmt.Errorf("VPC mode needs the node's spec.podCIDR (got %q): %w", n.Spec.PodCIDR, err)
+		}
+		cidr, err := ipam.NewPodCIDR(prefix, d.cfg.ReuseCooldown.Duration, d.clock)
+		if err != nil {
+			return err
+		}
+		pool, err := enis()
+		if err != nil {
+			return err
+		}
+		d.capacity = cidr.Size()
+		d.mgr = vpcManager{cidr: cidr, enis: pool}
 	}
 	return d.restore(ctx)
 }
@@ -270,7 +308,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	rpc.RegisterTerwayBackendServer(d.grpc, &backend{d: d})
 	rpc.RegisterTerwayTracingServer(d.grpc, &tracing{d: d})
 	d.wg.Add(3)
-	go func() { defer d.wg.Done(); d.pool.Run(ctx) }()
+	go func() { defer d.wg.Done(); d.mgr.run(ctx) }()
 	go func() { defer d.wg.Done(); d.gcLoop(ctx) }()
 	go func() { defer d.wg.Done(); d.publishLoop(ctx) }()
 	close(d.ready)

@@ -91,6 +91,16 @@ func newLab(t *testing.T, opts ...labOpt) *lab {
 	return l
 }
 
+// daemonConfig parses the lab's eni_conf.
+func (l *lab) daemonConfig() *config.Config {
+	l.t.Helper()
+	cfg, err := config.Parse([]byte(l.conf))
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return cfg
+}
+
 // daemon starts a daemon of this lab; it stops with the test (or when
 // the returned stop is called).
 func (l *lab) daemon(mutate func(*Options)) (*Daemon, rpc.TerwayBackendClient, func()) {
@@ -198,7 +208,7 @@ func TestAllocReleaseLifecycle(t *testing.T) {
 	if _, err := c.ReleaseIP(ctxT(t), &rpc.ReleaseIPRequest{K8SPodNamespace: "default", K8SPodName: "web", K8SPodInfraContainerId: "old"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := d.pool.Holds("default/web"); !ok {
+	if _, ok := d.mgr.holds("default/web"); !ok {
 		t.Fatal("a stale DEL released the address")
 	}
 	rel, err := c.ReleaseIP(ctxT(t), &rpc.ReleaseIPRequest{K8SPodNamespace: "default", K8SPodName: "web", K8SPodInfraContainerId: "c1"})
@@ -208,7 +218,7 @@ func TestAllocReleaseLifecycle(t *testing.T) {
 	if _, err := d.store.Get("default", "web"); err == nil {
 		t.Fatal("record kept after release")
 	}
-	if _, ok := d.pool.Holds("default/web"); ok {
+	if _, ok := d.mgr.holds("default/web"); ok {
 		t.Fatal("pool still holds the address")
 	}
 	if _, err := c.ReleaseIP(ctxT(t), &rpc.ReleaseIPRequest{K8SPodNamespace: "default", K8SPodName: "web", K8SPodInfraContainerId: "c1"}); err != nil {
@@ -285,8 +295,8 @@ func TestRestartKeepsEverything(t *testing.T) {
 	d2, c2, _ := l.daemon(nil)
 	for i := 3; i < 12; i++ {
 		key := fmt.Sprintf("ns/p%d", i)
-		held, ok := d2.pool.Holds(key)
-		if !ok || held.IPv4.String() != before[key] {
+		held, ok := d2.mgr.holds(key)
+		if !ok || held.ip.IPv4.String() != before[key] {
 			t.Fatalf("%s lost its address across the restart", key)
 		}
 	}
@@ -294,7 +304,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
-		if _, ok := d2.pool.Holds(fmt.Sprintf("ns/p%d", i)); ok {
+		if _, ok := d2.mgr.holds(fmt.Sprintf("ns/p%d", i)); ok {
 			t.Fatalf("GC kept the address of deleted pod p%d", i)
 		}
 	}

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/terway-sim/terway/daemon/ipam"
 	"github.com/terway-sim/terway/daemon/k8s"
 	"github.com/terway-sim/terway/daemon/store"
 )
@@ -24,19 +22,7 @@ func (d *Daemon) restore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var holdings []ipam.Holding
-	for _, a := range atts {
-		for _, r := range a.Resources {
-			if r.Type != store.ResourceENIIP {
-				continue
-			}
-			h := ipam.Holding{Owner: a.Key(), ENIID: r.ENIID, ReservedUntil: a.StickyUntil}
-			h.IPv4, _ = netip.ParseAddr(r.IPv4)
-			h.IPv6, _ = netip.ParseAddr(r.IPv6)
-			holdings = append(holdings, h)
-		}
-	}
-	rep, err := d.pool.Restore(ctx, holdings)
+	rep, err := d.mgr.restore(ctx, atts)
 	if err != nil {
 		return err
 	}
@@ -54,8 +40,7 @@ func (d *Daemon) restore(ctx context.Context) error {
 			return err
 		}
 	}
-	d.log.Info("restored", "enis", rep.ENIs, "addresses", rep.Addresses, "pods", len(holdings),
-		"broken", len(rep.Broken), "orphansDeleted", len(rep.Swept), "intentsDropped", len(intents))
+	d.log.Info("restored", "enis", rep.ENIs, "addresses", rep.Addresses, "broken", len(rep.Broken), "orphansDeleted", len(rep.Swept), "intentsDropped", len(intents))
 	return nil
 }
 
@@ -90,7 +75,7 @@ func (d *Daemon) GC(ctx context.Context) error {
 	}
 	// Owners first: an address handed out after this snapshot is not
 	// considered, and RPCs in progress are skipped below.
-	owners := d.pool.Owners()
+	owners := d.mgr.owners()
 	atts, err := d.store.List()
 	if err != nil {
 		return err
@@ -121,10 +106,10 @@ func (d *Daemon) GC(ctx context.Context) error {
 		d.mu.Unlock()
 		if !known[owner] && !busy {
 			d.log.Warn("releasing an address no record explains", "owner", owner)
-			d.pool.Release(owner, time.Time{})
+			d.mgr.release(owner, time.Time{})
 		}
 	}
-	if _, err := d.pool.Sweep(ctx); err != nil {
+	if err := d.mgr.sweep(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -175,9 +160,9 @@ func (d *Daemon) publishLoop(ctx context.Context) {
 // pool cannot grow (a dry vSwitch), True otherwise. It is a condition, not
 // NotReady: a whole vSwitch running dry must not evict its pods.
 func (d *Daemon) updateSufficientIP(ctx context.Context) {
-	st := d.pool.Stats()
+	st := d.mgr.stats()
 	status, reason, msg := corev1.ConditionTrue, "SufficientIP", "the node can allocate pod addresses"
-	if d.pool.Starved() {
+	if d.mgr.starved() {
 		status, reason, msg = corev1.ConditionFalse, "InsufficientIP", "the cloud cannot give this node more addresses now"
 	} else if st.Idle == 0 && st.InUse >= d.capacity {
 		status, reason, msg = corev1.ConditionFalse, "NoCapacity", "all addresses the instance type allows are in use"

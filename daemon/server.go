@@ -100,18 +100,18 @@ func (b *backend) AllocIP(ctx context.Context, r *rpc.AllocIPRequest) (*rpc.Allo
 	}
 	if att, err := d.store.Get(r.K8SPodNamespace, r.K8SPodName); err == nil && att.ContainerID == r.K8SPodInfraContainerId &&
 		len(att.NetConf) > 0 && att.StickyUntil.IsZero() {
-		if held, ok := d.pool.Holds(key); ok && len(att.Resources) > 0 && att.Resources[0].ID == held.ID() {
+		if held, ok := d.mgr.holds(key); ok && len(att.Resources) > 0 && att.Resources[0].ID == held.resourceID() {
 			reply := &rpc.AllocIPReply{}
 			if err := protojson.Unmarshal(att.NetConf, reply); err == nil {
 				return reply, nil // the same ADD again
 			}
 		}
 	}
-	ip, err := d.pool.Allocate(ctx, key)
+	g, err := d.mgr.allocate(ctx, pod)
 	if err != nil {
 		code := codes.Internal
 		switch {
-		case errors.Is(err, ipam.ErrNoCapacity), errors.Is(err, ipam.ErrInsufficientIPs):
+		case errors.Is(err, ipam.ErrNoCapacity), errors.Is(err, ipam.ErrInsufficientIPs), errors.Is(err, errNoExclusiveENI):
 			code = codes.ResourceExhausted
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 			code = codes.DeadlineExceeded
@@ -119,22 +119,23 @@ func (b *backend) AllocIP(ctx context.Context, r *rpc.AllocIPRequest) (*rpc.Allo
 		d.kube.PodEvent(pod.Namespace, pod.Name, pod.UID, k8s.Warning, "AllocIPFailed", err.Error())
 		return nil, status.Errorf(code, "alloc IP for %s: %v", key, err)
 	}
-	reply := &rpc.AllocIPReply{Success: true, IPType: rpc.IPType_TypeENIMultiIP, IPv4: true, IPv6: ip.IPv6.IsValid(),
-		NetConfs: []*rpc.NetConf{d.netConf(ip, pod)}}
-	if err := d.record(pod, r, ip, reply); err != nil {
-		d.pool.Release(key, time.Time{})
+	reply := &rpc.AllocIPReply{Success: true, IPType: g.ipType, IPv4: true, IPv6: g.ip.IPv6.IsValid(),
+		NetConfs: []*rpc.NetConf{d.netConf(g.ip, pod)}}
+	if err := d.record(pod, r, g, reply); err != nil {
+		d.mgr.release(key, time.Time{})
 		return nil, status.Errorf(codes.Internal, "alloc IP for %s: persist: %v", key, err)
 	}
 	return reply, nil
 }
 
 // record persists what a pod got, before the plugin hears of it.
-func (d *Daemon) record(pod k8s.Pod, r *rpc.AllocIPRequest, ip ipam.IP, reply *rpc.AllocIPReply) error {
+func (d *Daemon) record(pod k8s.Pod, r *rpc.AllocIPRequest, g grant, reply *rpc.AllocIPReply) error {
 	raw, err := protojson.Marshal(reply)
 	if err != nil {
 		return err
 	}
-	res := store.Resource{Type: store.ResourceENIIP, ID: ip.ID(), ENIID: ip.ENIID, ENIMAC: ip.MAC, IPv4: ip.IPv4.String()}
+	ip := g.ip
+	res := store.Resource{Type: g.resType, ID: g.resourceID(), ENIID: ip.ENIID, ENIMAC: ip.MAC, IPv4: ip.IPv4.String()}
 	if ip.IPv6.IsValid() {
 		res.IPv6 = ip.IPv6.String()
 	}
@@ -143,9 +144,9 @@ func (d *Daemon) record(pod k8s.Pod, r *rpc.AllocIPRequest, ip ipam.IP, reply *r
 		ifName = "eth0"
 	}
 	att := store.Attachment{PodNamespace: pod.Namespace, PodName: pod.Name, PodUID: pod.UID,
-		ContainerID: r.K8SPodInfraContainerId, Netns: r.Netns, IfName: ifName, IPType: store.IPTypeENIMultiIP,
+		ContainerID: r.K8SPodInfraContainerId, Netns: r.Netns, IfName: ifName, IPType: g.storeType,
 		Resources: []store.Resource{res}, NetConf: raw, CreatedAt: d.clock.Now()}
-	info := store.PodInfo{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, IPType: store.IPTypeENIMultiIP,
+	info := store.PodInfo{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, IPType: g.storeType,
 		Annotations: pod.Annotations, OwnerKinds: pod.OwnerKinds, StickyIP: pod.Sticky, Ingress: pod.Ingress,
 		Egress: pod.Egress, SeenAt: d.clock.Now()}
 	return d.store.Update(func(tx *store.Tx) error {
@@ -171,9 +172,11 @@ func (d *Daemon) netConf(ip ipam.IP, pod k8s.Pod) *rpc.NetConf {
 			PodCIDR:   set(ip.CIDR4, ip.CIDR6, dual),
 			GatewayIP: set(ip.Gateway4, ip.Gateway6, dual),
 		},
-		ENIInfo:      &rpc.ENIInfo{MAC: ip.MAC, GatewayIP: set(ip.Gateway4, ip.Gateway6, dual)},
 		Pod:          &rpc.Pod{Ingress: pod.Ingress, Egress: pod.Egress, NetworkPriority: pod.NetworkPriority},
 		DefaultRoute: true,
+	}
+	if ip.MAC != "" {
+		nc.ENIInfo = &rpc.ENIInfo{MAC: ip.MAC, GatewayIP: set(ip.Gateway4, ip.Gateway6, dual)}
 	}
 	if d.cfg.ServiceCIDRv4.IsValid() || d.cfg.ServiceCIDRv6.IsValid() {
 		nc.BasicInfo.ServiceCIDR = &rpc.IPSet{}
@@ -247,7 +250,7 @@ func (d *Daemon) releaseAttachment(att store.Attachment, sticky bool) error {
 		if err := d.store.Put(att); err != nil {
 			return err
 		}
-		d.pool.Release(key, until)
+		d.mgr.release(key, until)
 		return nil
 	}
 	err := d.store.Update(func(tx *store.Tx) error {
@@ -262,7 +265,7 @@ func (d *Daemon) releaseAttachment(att store.Attachment, sticky bool) error {
 	if err != nil {
 		return err
 	}
-	d.pool.Release(key, time.Time{})
+	d.mgr.release(key, time.Time{})
 	return nil
 }
 
@@ -281,7 +284,7 @@ func (b *backend) GetIPInfo(ctx context.Context, r *rpc.GetInfoRequest) (*rpc.Ge
 	defer done()
 	att, err := d.store.Get(r.K8SPodNamespace, r.K8SPodName)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && r.K8SPodInfraContainerId != "" && att.ContainerID != r.K8SPodInfraContainerId) {
-		return &rpc.GetInfoReply{Success: false, IPType: rpc.IPType_TypeENIMultiIP}, nil
+		return &rpc.GetInfoReply{Success: false, IPType: d.defaultIPType()}, nil
 	}
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "ip info of %s: %v", key, err)
@@ -312,4 +315,15 @@ func (b *backend) RecordEvent(ctx context.Context, r *rpc.EventRequest) (*rpc.Ev
 	}
 	d.kube.PodEvent(r.K8SPodNamespace, r.K8SPodName, uid, t, r.Reason, r.Message)
 	return &rpc.EventReply{Succeed: true}, nil
+}
+
+// defaultIPType is the network type of the daemon's mode.
+func (d *Daemon) defaultIPType() rpc.IPType {
+	switch d.mode {
+	case ModeENIOnly:
+		return rpc.IPType_TypeVPCENI
+	case ModeVPC:
+		return rpc.IPType_TypeVPCIP
+	}
+	return rpc.IPType_TypeENIMultiIP
 }

@@ -77,11 +77,11 @@ func (t *tracing) GetResourceTrace(_ context.Context, r *rpc.ResourceTypeNameReq
 		}
 		return &rpc.ResourceTraceReply{Trace: out}, nil
 	case tracePool:
-		st := d.pool.Stats()
+		st := d.mgr.stats()
 		out := kv("enis", strconv.Itoa(st.ENIs), "total", strconv.Itoa(st.Total),
 			"idle", strconv.Itoa(st.Idle), "inuse", strconv.Itoa(st.InUse), "reserved", strconv.Itoa(st.Reserved),
 			"inflight", strconv.Itoa(st.Inflight), "waiting", strconv.Itoa(st.Waiting))
-		for _, a := range d.pool.Addresses() {
+		for _, a := range d.mgr.addresses() {
 			out = append(out, &rpc.MapKeyValueEntry{Key: "ip/" + a.IP.IPv4.String(), Value: a.IP.ENIID + " " + a.State + " " + a.Owner})
 		}
 		return &rpc.ResourceTraceReply{Trace: out}, nil
@@ -107,23 +107,23 @@ func (t *tracing) GetResourceMapping(context.Context, *rpc.Placeholder) (*rpc.Po
 		if len(a.Resources) > 0 {
 			m.ResourceName = a.Resources[0].ID
 		}
-		held, ok := d.pool.Holds(key)
+		held, ok := d.mgr.holds(key)
 		switch {
 		case !ok:
 			m.Type = rpc.ResourceMappingType_MappingTypeError
-		case held.ID() != m.ResourceName:
+		case held.resourceID() != m.ResourceName:
 			m.Type = rpc.ResourceMappingType_MappingTypeError
-			m.FactoryResourceName = held.ID()
+			m.FactoryResourceName = held.resourceID()
 		default:
-			m.FactoryResourceName = held.ID()
+			m.FactoryResourceName = held.resourceID()
 		}
 		out = append(out, m)
 	}
-	for _, owner := range d.pool.Owners() {
+	for _, owner := range d.mgr.owners() {
 		if !inStore[owner] {
-			held, _ := d.pool.Holds(owner)
+			held, _ := d.mgr.holds(owner)
 			out = append(out, &rpc.PodResourceMapping{Type: rpc.ResourceMappingType_MappingTypeError, PodName: owner,
-				FactoryResourceName: held.ID()})
+				FactoryResourceName: held.resourceID()})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].PodName < out[j].PodName })

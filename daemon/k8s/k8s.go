@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -79,6 +80,10 @@ type Client struct {
 	synced      cache.InformerSynced
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
+	// stop ends the informers: they live until Stop, not as long as the
+	// context that started them.
+	stop     chan struct{}
+	stopOnce sync.Once
 }
 
 // New returns a client watching the pods of node. statefulKinds are owner
@@ -99,12 +104,13 @@ func New(cs kubernetes.Interface, node string, statefulKinds []string, log *slog
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
 	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "terway-daemon", Host: node})
 	return &Client{cs: cs, node: node, statefulish: kinds, log: log, factory: f, pods: inf.Lister(),
-		synced: inf.Informer().HasSynced, broadcaster: b, recorder: rec}
+		synced: inf.Informer().HasSynced, broadcaster: b, recorder: rec, stop: make(chan struct{})}
 }
 
-// Start runs the informer and waits for its cache to fill.
+// Start runs the informer until Stop and waits (at most as long as ctx)
+// for its cache to fill.
 func (c *Client) Start(ctx context.Context) error {
-	c.factory.Start(ctx.Done())
+	c.factory.Start(c.stop)
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
 		return fmt.Errorf("pod informer of node %s did not sync: %w", c.node, ctx.Err())
 	}
@@ -113,8 +119,11 @@ func (c *Client) Start(ctx context.Context) error {
 
 // Stop ends event recording and the informers.
 func (c *Client) Stop() {
-	c.broadcaster.Shutdown()
-	c.factory.Shutdown()
+	c.stopOnce.Do(func() {
+		close(c.stop)
+		c.broadcaster.Shutdown()
+		c.factory.Shutdown()
+	})
 }
 
 // NodeName is the node this client serves.

@@ -1,0 +1,484 @@
+package ipam
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/terway-sim/terway/daemon/cloud"
+)
+
+// ENIPoolConfig sizes the pool of whole ENIs.
+type ENIPoolConfig struct {
+	// MaxENI is how many secondary ENIs the node may hold.
+	MaxENI int
+	// MinIdle ENIs are kept attached and ready; above MaxIdle idle ENIs
+	// are released.
+	MinIdle, MaxIdle int
+	DualStack        bool
+	// FailureBackoff is the pause after a failed creation (doubling, up to
+	// a minute); ENILimitInhibit the pause after EniPerInstanceLimitExceeded.
+	FailureBackoff  time.Duration
+	ENILimitInhibit time.Duration
+	SyncPeriod      time.Duration
+
+	SecurityGroups  []string
+	Tags            map[string]string
+	ResourceGroupID string
+}
+
+// ENIPool hands whole ENIs to pods (ENIOnly mode, and exclusive-ENI pods
+// of VPC mode). The pod's address is the ENI's primary address; the
+// plugin moves the ENI into the pod. Idle ENIs stay attached.
+type ENIPool struct {
+	cfg    ENIPoolConfig
+	node   *cloud.Node
+	vsw    *cloud.VSwitchPool
+	clock  clock.WithTicker
+	log    *slog.Logger
+	events Events
+	kickc  chan struct{}
+
+	mu         sync.Mutex
+	enis       map[string]*eniRes
+	owners     map[string]*eniRes
+	waiters    []*waiter
+	creating   int
+	pause      time.Time
+	failures   int
+	starved    bool
+	lastChange time.Time
+	seq        uint64
+}
+
+type eniRes struct {
+	ip            IP
+	owner         string
+	inUse         bool
+	reservedUntil time.Time
+	releasing     bool
+}
+
+// NewENIPool returns an empty pool; call Restore, then Run.
+func NewENIPool(cfg ENIPoolConfig, node *cloud.Node, vsw *cloud.VSwitchPool, c clock.WithTicker, log *slog.Logger, ev Events) (*ENIPool, error) {
+	if cfg.MaxENI < 1 {
+		return nil, fmt.Errorf("max ENIs %d must be at least 1", cfg.MaxENI)
+	}
+	cfg.MaxIdle = min(cfg.MaxIdle, cfg.MaxENI)
+	cfg.MinIdle = min(cfg.MinIdle, cfg.MaxIdle)
+	if cfg.FailureBackoff <= 0 {
+		cfg.FailureBackoff = 5 * time.Second
+	}
+	if cfg.ENILimitInhibit <= 0 {
+		cfg.ENILimitInhibit = time.Minute
+	}
+	if cfg.SyncPeriod <= 0 {
+		cfg.SyncPeriod = 2 * time.Minute
+	}
+	if c == nil {
+		c = clock.RealClock{}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if ev == nil {
+		ev = nopEvents{}
+	}
+	return &ENIPool{cfg: cfg, node: node, vsw: vsw, clock: c, log: log, events: ev, kickc: make(chan struct{}, 1),
+		enis: map[string]*eniRes{}, owners: map[string]*eniRes{}, lastChange: c.Now()}, nil
+}
+
+func ipFromMeta(m cloud.ENIMeta, v6 []netip.Addr) IP {
+	ip := IP{ENIID: m.ID, MAC: m.MAC, IPv4: m.PrimaryIP, Gateway4: m.Gateway, Gateway6: m.Gateway6, CIDR4: m.CIDR, CIDR6: m.CIDR6}
+	if len(v6) > 0 {
+		ip.IPv6 = v6[0]
+	}
+	return ip
+}
+
+// Allocate gives owner a whole ENI: the one it holds, the one reserved
+// for it, an idle one, or a new one.
+func (p *ENIPool) Allocate(ctx context.Context, owner string) (IP, error) {
+	p.mu.Lock()
+	if r := p.owners[owner]; r != nil && !r.releasing {
+		r.inUse, r.reservedUntil = true, time.Time{}
+		p.mu.Unlock()
+		return r.ip, nil
+	}
+	if r := p.takeIdleLocked(owner); r != nil {
+		p.mu.Unlock()
+		p.kick()
+		return r.ip, nil
+	}
+	w := &waiter{owner: owner, ch: make(chan result, 1)}
+	p.waiters = append(p.waiters, w)
+	p.mu.Unlock()
+	p.kick()
+	select {
+	case r := <-w.ch:
+		return r.ip, r.err
+	case <-ctx.Done():
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		select {
+		case r := <-w.ch:
+			if r.err == nil {
+				p.releaseLocked(owner, time.Time{})
+			}
+		default:
+			w.done = true
+		}
+		return IP{}, fmt.Errorf("allocate an ENI for %s: %w", owner, ctx.Err())
+	}
+}
+
+func (p *ENIPool) takeIdleLocked(owner string) *eniRes {
+	now := p.clock.Now()
+	var best *eniRes
+	for _, r := range p.sortedLocked() {
+		if r.inUse || r.releasing || (r.owner != "" && r.owner != owner && now.Before(r.reservedUntil)) {
+			continue
+		}
+		if r.owner == owner {
+			best = r
+			break
+		}
+		if best == nil {
+			best = r
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	if best.owner != "" && best.owner != owner {
+		delete(p.owners, best.owner)
+	}
+	best.inUse, best.owner, best.reservedUntil = true, owner, time.Time{}
+	p.owners[owner] = best
+	p.lastChange = now
+	return best
+}
+
+func (p *ENIPool) sortedLocked() []*eniRes {
+	out := make([]*eniRes, 0, len(p.enis))
+	for _, r := range p.enis {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ip.ENIID < out[j].ip.ENIID })
+	return out
+}
+
+// Release gives owner's ENI back (idle, still attached), reserved for
+// owner until stickyUntil when that is in the future.
+func (p *ENIPool) Release(owner string, stickyUntil time.Time) {
+	p.mu.Lock()
+	p.releaseLocked(owner, stickyUntil)
+	p.mu.Unlock()
+	p.kick()
+}
+
+func (p *ENIPool) releaseLocked(owner string, stickyUntil time.Time) {
+	r := p.owners[owner]
+	if r == nil || r.releasing {
+		return
+	}
+	now := p.clock.Now()
+	r.inUse = false
+	if stickyUntil.After(now) {
+		r.reservedUntil = stickyUntil
+	} else {
+		r.owner, r.reservedUntil = "", time.Time{}
+		delete(p.owners, owner)
+	}
+	p.lastChange = now
+}
+
+// Holds reports the ENI owner holds or has reserved.
+func (p *ENIPool) Holds(owner string) (IP, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.owners[owner]
+	if r == nil {
+		return IP{}, false
+	}
+	return r.ip, true
+}
+
+// Owners lists who holds or has reserved an ENI.
+func (p *ENIPool) Owners() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(p.owners))
+	for o := range p.owners {
+		out = append(out, o)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Starved reports whether the last creation failed for lack of addresses.
+func (p *ENIPool) Starved() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.starved
+}
+
+// Stats returns the pool's counts (addresses are ENIs here).
+func (p *ENIPool) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := Stats{ENIs: len(p.enis), Total: len(p.enis), Inflight: p.creating, Waiting: len(p.waiters)}
+	now := p.clock.Now()
+	for _, r := range p.enis {
+		switch {
+		case r.inUse:
+			st.InUse++
+		case r.owner != "" && now.Before(r.reservedUntil):
+			st.Reserved++
+		case !r.releasing:
+			st.Idle++
+		}
+	}
+	return st
+}
+
+// Addresses lists the pool's ENIs with state and owner.
+func (p *ENIPool) Addresses() []Address {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.clock.Now()
+	var out []Address
+	for _, r := range p.sortedLocked() {
+		st := "idle"
+		switch {
+		case r.inUse:
+			st = "inuse"
+		case r.releasing:
+			st = "releasing"
+		case r.owner != "" && now.Before(r.reservedUntil):
+			st = "reserved"
+		}
+		out = append(out, Address{IP: r.ip, State: st, Owner: r.owner})
+	}
+	return out
+}
+
+func (p *ENIPool) kick() {
+	select {
+	case p.kickc <- struct{}{}:
+	default:
+	}
+}
+
+// Run plans on demand and every SyncPeriod until ctx ends.
+func (p *ENIPool) Run(ctx context.Context) {
+	t := p.clock.NewTicker(p.cfg.SyncPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			p.mu.Lock()
+			for _, w := range p.waiters {
+				if !w.done {
+					w.ch <- result{err: ctx.Err()}
+				}
+			}
+			p.waiters = nil
+			p.mu.Unlock()
+			return
+		case <-p.kickc:
+		case <-t.C():
+		}
+		p.plan(ctx)
+	}
+}
+
+func (p *ENIPool) plan(ctx context.Context) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// Serve waiters from idle ENIs.
+	kept := p.waiters[:0]
+	for _, w := range p.waiters {
+		if w.done {
+			continue
+		}
+		if r := p.takeIdleLocked(w.owner); r != nil {
+			w.ch <- result{ip: r.ip}
+			continue
+		}
+		kept = append(kept, w)
+	}
+	p.waiters = kept
+	now := p.clock.Now()
+	idle := p.idleLocked(now)
+	want := len(p.waiters) + max(0, p.cfg.MinIdle-idle) - p.creating
+	for want > 0 && len(p.enis)+p.creating < p.cfg.MaxENI && !now.Before(p.pause) {
+		p.creating++
+		want--
+		p.seq++
+		go p.create(ctx, fmt.Sprintf("eni/%d/%d", now.UnixNano(), p.seq))
+	}
+	if len(p.waiters) > p.creating && p.creating == 0 {
+		err := ErrInsufficientIPs
+		if len(p.enis) >= p.cfg.MaxENI {
+			err = fmt.Errorf("%w: all %d ENIs the instance type allows are in use", ErrNoCapacity, p.cfg.MaxENI)
+		}
+		for _, w := range p.waiters {
+			w.ch <- result{err: err}
+		}
+		p.waiters = nil
+	}
+	if len(p.waiters) == 0 && p.creating == 0 && idle > p.cfg.MaxIdle {
+		excess := idle - p.cfg.MaxIdle
+		for _, r := range p.sortedLocked() {
+			if excess == 0 {
+				break
+			}
+			if r.inUse || r.releasing || (r.owner != "" && now.Before(r.reservedUntil)) {
+				continue
+			}
+			excess--
+			p.releaseENILocked(ctx, r)
+		}
+	}
+}
+
+// idleLocked counts idle, unreserved ENIs.
+func (p *ENIPool) idleLocked(now time.Time) int {
+	n := 0
+	for _, r := range p.enis {
+		if !r.inUse && !r.releasing && (r.owner == "" || !now.Before(r.reservedUntil)) {
+			n++
+		}
+	}
+	return n
+}
+
+func (p *ENIPool) create(ctx context.Context, key string) {
+	ctx, cancel := opContext(ctx)
+	defer cancel()
+	var r cloud.ReadyENI
+	v, err := p.vsw.Pick(ctx)
+	if err == nil {
+		req := cloud.CreateENIRequest{IntentKey: key, VSwitchID: v.ID, SecurityGroups: p.cfg.SecurityGroups, Tags: p.cfg.Tags,
+			Description: "interface create by terway", ResourceGroupID: p.cfg.ResourceGroupID}
+		if p.cfg.DualStack {
+			req.IPv6 = 1
+		}
+		r, err = p.node.AllocateENI(ctx, req)
+		if cloud.IsExhausted(err) {
+			p.vsw.Block(v.ID)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.creating--
+	now := p.clock.Now()
+	if err != nil {
+		p.failures++
+		p.starved = cloud.IsExhausted(err) || errors.Is(err, cloud.ErrNoVSwitch)
+		d := min(p.cfg.FailureBackoff<<min(p.failures-1, 6), time.Minute)
+		if cloud.ErrorCode(err) == cloud.CodeENIPerInstanceLimit {
+			d = p.cfg.ENILimitInhibit
+		}
+		p.pause = now.Add(d)
+		p.events.Warn("AllocResourceFailed", fmt.Sprintf("create an ENI: %v", err))
+		p.kick()
+		return
+	}
+	p.failures, p.starved = 0, false
+	p.enis[r.ID] = &eniRes{ip: ipFromMeta(r.Meta, r.IPv6)}
+	p.lastChange = now
+	p.kick()
+}
+
+func (p *ENIPool) releaseENILocked(ctx context.Context, r *eniRes) {
+	r.releasing = true
+	go func() {
+		ctx, cancel := opContext(ctx)
+		defer cancel()
+		err := p.node.ReleaseENI(ctx, r.ip.ENIID)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if err != nil {
+			r.releasing = false
+			p.events.Warn("DisposeResourceFailed", fmt.Sprintf("release ENI %s: %v", r.ip.ENIID, err))
+			return
+		}
+		delete(p.enis, r.ip.ENIID)
+		p.kick()
+	}()
+}
+
+// Restore adopts the secondary ENIs attached to this node (waiting out
+// attaches in flight, finishing detaches), sweeps our Available orphans
+// and marks the ENIs of holdings in use.
+func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreReport, error) {
+	var rep RestoreReport
+	attached, err := p.node.API.DescribeENIs(ctx, cloud.ENIFilter{InstanceID: p.node.Instance.ID})
+	if err != nil {
+		return rep, fmt.Errorf("restore: %w", err)
+	}
+	for _, e := range attached {
+		if e.Type != "Secondary" {
+			continue
+		}
+		switch e.Status {
+		case cloud.StatusAttaching:
+			if _, err := p.node.API.WaitENIStatus(ctx, e.ID, cloud.StatusInUse); err != nil {
+				return rep, fmt.Errorf("restore: %w", err)
+			}
+		case cloud.StatusDetaching:
+			if err := p.node.ReleaseENI(ctx, e.ID); err != nil {
+				return rep, fmt.Errorf("restore: finish releasing %s: %w", e.ID, err)
+			}
+			continue
+		}
+		m, err := p.node.WaitMetadata(ctx, e.MAC, []netip.Addr{e.PrimaryIP}, e.IPv6)
+		if err != nil {
+			return rep, fmt.Errorf("restore: ENI %s: %w", e.ID, err)
+		}
+		p.mu.Lock()
+		p.enis[e.ID] = &eniRes{ip: ipFromMeta(m, e.IPv6)}
+		p.mu.Unlock()
+		rep.ENIs++
+		rep.Addresses++
+	}
+	if len(p.cfg.Tags) > 0 {
+		orphans, err := p.node.API.DescribeENIs(ctx, cloud.ENIFilter{Tags: p.cfg.Tags, Status: cloud.StatusAvailable})
+		if err != nil {
+			return rep, fmt.Errorf("sweep orphan ENIs: %w", err)
+		}
+		for _, e := range orphans {
+			if err := p.node.API.DeleteENI(ctx, e.ID); err != nil {
+				return rep, err
+			}
+			rep.Swept = append(rep.Swept, e.ID)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.clock.Now()
+	for _, h := range holdings {
+		r := p.enis[h.ENIID]
+		if r == nil {
+			rep.Broken = append(rep.Broken, h)
+			continue
+		}
+		r.owner = h.Owner
+		p.owners[h.Owner] = r
+		if h.ReservedUntil.After(now) {
+			r.reservedUntil = h.ReservedUntil
+		} else {
+			r.inUse = true
+		}
+	}
+	return rep, nil
+}
