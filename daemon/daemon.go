@@ -122,6 +122,12 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 		d.closeResources()
 		return nil, err
 	}
+	if o.Registerer != nil {
+		if err := o.Registerer.Register(newPoolCollector(d)); err != nil {
+			d.closeResources()
+			return nil, fmt.Errorf("register pool metrics: %w", err)
+		}
+	}
 	return d, nil
 }
 

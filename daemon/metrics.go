@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -85,4 +86,39 @@ func boolLabel(b bool) string {
 		return "true"
 	}
 	return "false"
+}
+
+// poolCollector reports the pool's counts at scrape time, so that the
+// gauges can never disagree with the pool.
+type poolCollector struct {
+	d                        *Daemon
+	total, idle, inUse, enis *prometheus.Desc
+}
+
+func newPoolCollector(d *Daemon) *poolCollector {
+	labels := []string{"type", "capacity"}
+	return &poolCollector{d: d,
+		total: prometheus.NewDesc("terway_resource_pool_total_count", "Addresses (or ENIs) the node's pool holds.", labels, nil),
+		idle:  prometheus.NewDesc("terway_resource_pool_idle_count", "Idle addresses (or ENIs) in the node's pool.", labels, nil),
+		inUse: prometheus.NewDesc("terway_resource_pool_inuse_count", "Addresses (or ENIs) held by pods, sticky reservations included.", labels, nil),
+		enis:  prometheus.NewDesc("terway_eniip_factory_eni_count", "Secondary ENIs attached to the node by the daemon.", []string{"max_eni"}, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.total
+	ch <- c.idle
+	ch <- c.inUse
+	ch <- c.enis
+}
+
+// Collect implements prometheus.Collector.
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.d.mgr.stats()
+	kind, capa := c.d.mgr.kind(), strconv.Itoa(c.d.capacity)
+	ch <- prometheus.MustNewConstMetric(c.total, prometheus.GaugeValue, float64(st.Total), kind, capa)
+	ch <- prometheus.MustNewConstMetric(c.idle, prometheus.GaugeValue, float64(st.Idle), kind, capa)
+	ch <- prometheus.MustNewConstMetric(c.inUse, prometheus.GaugeValue, float64(st.InUse+st.Reserved), kind, capa)
+	ch <- prometheus.MustNewConstMetric(c.enis, prometheus.GaugeValue, float64(st.ENIs), strconv.Itoa(c.d.limits.Adapters-1))
 }

@@ -48,6 +48,8 @@ type manager interface {
 	starved() bool
 	sweep(ctx context.Context) error
 	addresses() []ipam.Address
+	// kind names the pool's resource in metrics.
+	kind() string
 }
 
 // holdings turns store records of type t into pool holdings.
@@ -91,6 +93,7 @@ func (m multiIPManager) run(ctx context.Context)   { m.pool.Run(ctx) }
 func (m multiIPManager) stats() ipam.Stats         { return m.pool.Stats() }
 func (m multiIPManager) starved() bool             { return m.pool.Starved() }
 func (m multiIPManager) addresses() []ipam.Address { return m.pool.Addresses() }
+func (m multiIPManager) kind() string              { return "eniIp" }
 func (m multiIPManager) sweep(ctx context.Context) error {
 	_, err := m.pool.Sweep(ctx)
 	return err
@@ -120,6 +123,7 @@ func (m eniManager) run(ctx context.Context)         { m.pool.Run(ctx) }
 func (m eniManager) stats() ipam.Stats               { return m.pool.Stats() }
 func (m eniManager) starved() bool                   { return m.pool.Starved() }
 func (m eniManager) addresses() []ipam.Address       { return m.pool.Addresses() }
+func (m eniManager) kind() string                    { return "eni" }
 func (m eniManager) sweep(ctx context.Context) error { return nil }
 
 // vpcManager serves VPC mode: an address of the node podCIDR, or a whole
@@ -213,6 +217,7 @@ func (m vpcManager) starved() bool {
 	return m.enis != nil && m.enis.Starved()
 }
 
+func (m vpcManager) kind() string                    { return "vpcIp" }
 func (m vpcManager) sweep(ctx context.Context) error { return nil }
 
 func (m vpcManager) addresses() []ipam.Address {

@@ -107,7 +107,11 @@ func (b *backend) AllocIP(ctx context.Context, r *rpc.AllocIPRequest) (*rpc.Allo
 			}
 		}
 	}
-	g, err := d.mgr.allocate(ctx, pod)
+	// The allocation finishes even if the caller gives up: a retried ADD
+	// then finds it done instead of starting over.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), maxRPC)
+	defer cancel()
+	g, err := d.mgr.allocate(actx, pod)
 	if err != nil {
 		code := codes.Internal
 		switch {
@@ -139,10 +143,7 @@ func (d *Daemon) record(pod k8s.Pod, r *rpc.AllocIPRequest, g grant, reply *rpc.
 	if ip.IPv6.IsValid() {
 		res.IPv6 = ip.IPv6.String()
 	}
-	ifName := r.IfName
-	if ifName == "" {
-		ifName = "eth0"
-	}
+	ifName := ifNameOrDefault(r.IfName)
 	att := store.Attachment{PodNamespace: pod.Namespace, PodName: pod.Name, PodUID: pod.UID,
 		ContainerID: r.K8SPodInfraContainerId, Netns: r.Netns, IfName: ifName, IPType: g.storeType,
 		Resources: []store.Resource{res}, NetConf: raw, CreatedAt: d.clock.Now()}

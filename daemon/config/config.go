@@ -73,6 +73,9 @@ const (
 	DefaultSocketPath                = "/var/run/eni/eni.socket"
 	DefaultMetadataLagTimeout        = 30 * time.Second
 	DefaultIPBatchWindow             = 200 * time.Millisecond
+	DefaultCNIConfDir                = "/etc/cni/net.d"
+	DefaultCNIBinDir                 = "/opt/cni/bin"
+	DefaultCNICacheDir               = "/var/lib/cni"
 	// MaxSecurityGroups bounds security_group ∪ security_groups (Terway main).
 	MaxSecurityGroups = 10
 )
@@ -183,6 +186,15 @@ type Config struct {
 	// IPBatchWindow is how long new demand waits to aggregate into one
 	// cloud call (Terway waits 300ms).
 	IPBatchWindow Duration `json:"ip_batch_window"`
+	// NotReadyOnIPExhaustion makes CNI STATUS fail while no address can
+	// be handed out (off: exhaustion is only a node condition).
+	NotReadyOnIPExhaustion bool `json:"not_ready_on_ip_exhaustion,omitempty"`
+	// CNIConfDir, CNIBinDir and CNICacheDir are where the periodic CNI
+	// CHECK finds the network config, the plugins and the runtime's
+	// cached ADD results.
+	CNIConfDir  string `json:"cni_conf_dir"`
+	CNIBinDir   string `json:"cni_bin_dir"`
+	CNICacheDir string `json:"cni_cache_dir"`
 
 	// Results of Parse, not keys.
 
@@ -218,6 +230,9 @@ func Defaults() *Config {
 		SocketPath:                DefaultSocketPath,
 		MetadataLagTimeout:        Duration{DefaultMetadataLagTimeout},
 		IPBatchWindow:             Duration{DefaultIPBatchWindow},
+		CNIConfDir:                DefaultCNIConfDir,
+		CNIBinDir:                 DefaultCNIBinDir,
+		CNICacheDir:               DefaultCNICacheDir,
 	}
 }
 

@@ -181,4 +181,13 @@
 //   - ip_batch_window (duration >= 0, "200ms"): how long new demand for
 //     addresses waits so that a burst becomes few cloud calls (up to ten
 //     addresses each); "0s" calls at once.
+//   - not_ready_on_ip_exhaustion (bool, false): make CNI STATUS fail (the
+//     runtime then reports the node's network not ready) while the node
+//     cannot hand out an address. Off by default: a vSwitch running dry
+//     must not make every node on it NotReady; exhaustion is reported by
+//     the SufficientIP node condition instead.
+//   - cni_conf_dir, cni_bin_dir, cni_cache_dir (paths, "/etc/cni/net.d",
+//     "/opt/cni/bin", "/var/lib/cni"): where the daemon's periodic CNI CHECK
+//     of running pods finds the network config, the plugin binaries and the
+//     runtime's cached ADD results.
 package config

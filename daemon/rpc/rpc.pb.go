@@ -1224,6 +1224,273 @@ func (x *EventReply) GetError() string {
 	return ""
 }
 
+type StatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusRequest) Reset() {
+	*x = StatusRequest{}
+	mi := &file_rpc_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusRequest) ProtoMessage() {}
+
+func (x *StatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
+func (*StatusRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_proto_rawDescGZIP(), []int{14}
+}
+
+type StatusReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Ready is false while the daemon cannot serve ADDs; Reason says why.
+	Ready  bool   `protobuf:"varint,1,opt,name=Ready,proto3" json:"Ready,omitempty"`
+	Reason string `protobuf:"bytes,2,opt,name=Reason,proto3" json:"Reason,omitempty"`
+	// Capacity, InUse and Idle describe the node's address supply.
+	Capacity int32 `protobuf:"varint,3,opt,name=Capacity,proto3" json:"Capacity,omitempty"`
+	InUse    int32 `protobuf:"varint,4,opt,name=InUse,proto3" json:"InUse,omitempty"`
+	Idle     int32 `protobuf:"varint,5,opt,name=Idle,proto3" json:"Idle,omitempty"`
+	// Exhausted is true when no address can be handed out now (the pool
+	// is empty and cannot grow). It makes Ready false only when the
+	// operator opted in (not_ready_on_ip_exhaustion).
+	Exhausted     bool `protobuf:"varint,6,opt,name=Exhausted,proto3" json:"Exhausted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusReply) Reset() {
+	*x = StatusReply{}
+	mi := &file_rpc_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusReply) ProtoMessage() {}
+
+func (x *StatusReply) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
+func (*StatusReply) Descriptor() ([]byte, []int) {
+	return file_rpc_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *StatusReply) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *StatusReply) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *StatusReply) GetCapacity() int32 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *StatusReply) GetInUse() int32 {
+	if x != nil {
+		return x.InUse
+	}
+	return 0
+}
+
+func (x *StatusReply) GetIdle() int32 {
+	if x != nil {
+		return x.Idle
+	}
+	return 0
+}
+
+func (x *StatusReply) GetExhausted() bool {
+	if x != nil {
+		return x.Exhausted
+	}
+	return false
+}
+
+type Attachment struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ContainerID   string                 `protobuf:"bytes,1,opt,name=ContainerID,proto3" json:"ContainerID,omitempty"`
+	IfName        string                 `protobuf:"bytes,2,opt,name=IfName,proto3" json:"IfName,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Attachment) Reset() {
+	*x = Attachment{}
+	mi := &file_rpc_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Attachment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Attachment) ProtoMessage() {}
+
+func (x *Attachment) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Attachment.ProtoReflect.Descriptor instead.
+func (*Attachment) Descriptor() ([]byte, []int) {
+	return file_rpc_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Attachment) GetContainerID() string {
+	if x != nil {
+		return x.ContainerID
+	}
+	return ""
+}
+
+func (x *Attachment) GetIfName() string {
+	if x != nil {
+		return x.IfName
+	}
+	return ""
+}
+
+type GCRequest struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	ValidAttachments []*Attachment          `protobuf:"bytes,1,rep,name=ValidAttachments,proto3" json:"ValidAttachments,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *GCRequest) Reset() {
+	*x = GCRequest{}
+	mi := &file_rpc_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GCRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GCRequest) ProtoMessage() {}
+
+func (x *GCRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GCRequest.ProtoReflect.Descriptor instead.
+func (*GCRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *GCRequest) GetValidAttachments() []*Attachment {
+	if x != nil {
+		return x.ValidAttachments
+	}
+	return nil
+}
+
+type GCReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Released lists "<namespace>/<name>" of the pods whose attachments
+	// were released.
+	Released      []string `protobuf:"bytes,1,rep,name=Released,proto3" json:"Released,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GCReply) Reset() {
+	*x = GCReply{}
+	mi := &file_rpc_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GCReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GCReply) ProtoMessage() {}
+
+func (x *GCReply) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GCReply.ProtoReflect.Descriptor instead.
+func (*GCReply) Descriptor() ([]byte, []int) {
+	return file_rpc_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GCReply) GetReleased() []string {
+	if x != nil {
+		return x.Released
+	}
+	return nil
+}
+
 var File_rpc_proto protoreflect.FileDescriptor
 
 const file_rpc_proto_rawDesc = "" +
@@ -1324,7 +1591,23 @@ const file_rpc_proto_rawDesc = "" +
 	"\n" +
 	"EventReply\x12\x18\n" +
 	"\aSucceed\x18\x01 \x01(\bR\aSucceed\x12\x14\n" +
-	"\x05Error\x18\x02 \x01(\tR\x05Error*;\n" +
+	"\x05Error\x18\x02 \x01(\tR\x05Error\"\x0f\n" +
+	"\rStatusRequest\"\x9f\x01\n" +
+	"\vStatusReply\x12\x14\n" +
+	"\x05Ready\x18\x01 \x01(\bR\x05Ready\x12\x16\n" +
+	"\x06Reason\x18\x02 \x01(\tR\x06Reason\x12\x1a\n" +
+	"\bCapacity\x18\x03 \x01(\x05R\bCapacity\x12\x14\n" +
+	"\x05InUse\x18\x04 \x01(\x05R\x05InUse\x12\x12\n" +
+	"\x04Idle\x18\x05 \x01(\x05R\x04Idle\x12\x1c\n" +
+	"\tExhausted\x18\x06 \x01(\bR\tExhausted\"F\n" +
+	"\n" +
+	"Attachment\x12 \n" +
+	"\vContainerID\x18\x01 \x01(\tR\vContainerID\x12\x16\n" +
+	"\x06IfName\x18\x02 \x01(\tR\x06IfName\"H\n" +
+	"\tGCRequest\x12;\n" +
+	"\x10ValidAttachments\x18\x01 \x03(\v2\x0f.rpc.AttachmentR\x10ValidAttachments\"%\n" +
+	"\aGCReply\x12\x1a\n" +
+	"\bReleased\x18\x01 \x03(\tR\bReleased*;\n" +
 	"\x06IPType\x12\r\n" +
 	"\tTypeVPCIP\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -1338,12 +1621,14 @@ const file_rpc_proto_rawDesc = "" +
 	"\x0eEventTargetPod\x10\x01*6\n" +
 	"\tEventType\x12\x13\n" +
 	"\x0fEventTypeNormal\x10\x00\x12\x14\n" +
-	"\x10EventTypeWarning\x10\x012\xeb\x01\n" +
+	"\x10EventTypeWarning\x10\x012\xcf\x02\n" +
 	"\rTerwayBackend\x123\n" +
 	"\aAllocIP\x12\x13.rpc.AllocIPRequest\x1a\x11.rpc.AllocIPReply\"\x00\x129\n" +
 	"\tReleaseIP\x12\x15.rpc.ReleaseIPRequest\x1a\x13.rpc.ReleaseIPReply\"\x00\x125\n" +
 	"\tGetIPInfo\x12\x13.rpc.GetInfoRequest\x1a\x11.rpc.GetInfoReply\"\x00\x123\n" +
-	"\vRecordEvent\x12\x11.rpc.EventRequest\x1a\x0f.rpc.EventReply\"\x00B-Z+github.com/terway-sim/terway/daemon/rpc;rpcb\x06proto3"
+	"\vRecordEvent\x12\x11.rpc.EventRequest\x1a\x0f.rpc.EventReply\"\x00\x120\n" +
+	"\x06Status\x12\x12.rpc.StatusRequest\x1a\x10.rpc.StatusReply\"\x00\x120\n" +
+	"\x0eGarbageCollect\x12\x0e.rpc.GCRequest\x1a\f.rpc.GCReply\"\x00B-Z+github.com/terway-sim/terway/daemon/rpc;rpcb\x06proto3"
 
 var (
 	file_rpc_proto_rawDescOnce sync.Once
@@ -1358,7 +1643,7 @@ func file_rpc_proto_rawDescGZIP() []byte {
 }
 
 var file_rpc_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_rpc_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_rpc_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_rpc_proto_goTypes = []any{
 	(IPType)(0),              // 0: rpc.IPType
 	(Error)(0),               // 1: rpc.Error
@@ -1378,6 +1663,11 @@ var file_rpc_proto_goTypes = []any{
 	(*GetInfoReply)(nil),     // 15: rpc.GetInfoReply
 	(*EventRequest)(nil),     // 16: rpc.EventRequest
 	(*EventReply)(nil),       // 17: rpc.EventReply
+	(*StatusRequest)(nil),    // 18: rpc.StatusRequest
+	(*StatusReply)(nil),      // 19: rpc.StatusReply
+	(*Attachment)(nil),       // 20: rpc.Attachment
+	(*GCRequest)(nil),        // 21: rpc.GCRequest
+	(*GCReply)(nil),          // 22: rpc.GCReply
 }
 var file_rpc_proto_depIdxs = []int32{
 	4,  // 0: rpc.BasicInfo.PodIP:type_name -> rpc.IPSet
@@ -1399,19 +1689,24 @@ var file_rpc_proto_depIdxs = []int32{
 	1,  // 16: rpc.GetInfoReply.Error:type_name -> rpc.Error
 	2,  // 17: rpc.EventRequest.EventTarget:type_name -> rpc.EventTarget
 	3,  // 18: rpc.EventRequest.EventType:type_name -> rpc.EventType
-	5,  // 19: rpc.TerwayBackend.AllocIP:input_type -> rpc.AllocIPRequest
-	12, // 20: rpc.TerwayBackend.ReleaseIP:input_type -> rpc.ReleaseIPRequest
-	14, // 21: rpc.TerwayBackend.GetIPInfo:input_type -> rpc.GetInfoRequest
-	16, // 22: rpc.TerwayBackend.RecordEvent:input_type -> rpc.EventRequest
-	11, // 23: rpc.TerwayBackend.AllocIP:output_type -> rpc.AllocIPReply
-	13, // 24: rpc.TerwayBackend.ReleaseIP:output_type -> rpc.ReleaseIPReply
-	15, // 25: rpc.TerwayBackend.GetIPInfo:output_type -> rpc.GetInfoReply
-	17, // 26: rpc.TerwayBackend.RecordEvent:output_type -> rpc.EventReply
-	23, // [23:27] is the sub-list for method output_type
-	19, // [19:23] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	20, // 19: rpc.GCRequest.ValidAttachments:type_name -> rpc.Attachment
+	5,  // 20: rpc.TerwayBackend.AllocIP:input_type -> rpc.AllocIPRequest
+	12, // 21: rpc.TerwayBackend.ReleaseIP:input_type -> rpc.ReleaseIPRequest
+	14, // 22: rpc.TerwayBackend.GetIPInfo:input_type -> rpc.GetInfoRequest
+	16, // 23: rpc.TerwayBackend.RecordEvent:input_type -> rpc.EventRequest
+	18, // 24: rpc.TerwayBackend.Status:input_type -> rpc.StatusRequest
+	21, // 25: rpc.TerwayBackend.GarbageCollect:input_type -> rpc.GCRequest
+	11, // 26: rpc.TerwayBackend.AllocIP:output_type -> rpc.AllocIPReply
+	13, // 27: rpc.TerwayBackend.ReleaseIP:output_type -> rpc.ReleaseIPReply
+	15, // 28: rpc.TerwayBackend.GetIPInfo:output_type -> rpc.GetInfoReply
+	17, // 29: rpc.TerwayBackend.RecordEvent:output_type -> rpc.EventReply
+	19, // 30: rpc.TerwayBackend.Status:output_type -> rpc.StatusReply
+	22, // 31: rpc.TerwayBackend.GarbageCollect:output_type -> rpc.GCReply
+	26, // [26:32] is the sub-list for method output_type
+	20, // [20:26] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_rpc_proto_init() }
@@ -1426,7 +1721,7 @@ func file_rpc_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rpc_proto_rawDesc), len(file_rpc_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   14,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

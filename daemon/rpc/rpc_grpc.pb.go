@@ -24,10 +24,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	TerwayBackend_AllocIP_FullMethodName     = "/rpc.TerwayBackend/AllocIP"
-	TerwayBackend_ReleaseIP_FullMethodName   = "/rpc.TerwayBackend/ReleaseIP"
-	TerwayBackend_GetIPInfo_FullMethodName   = "/rpc.TerwayBackend/GetIPInfo"
-	TerwayBackend_RecordEvent_FullMethodName = "/rpc.TerwayBackend/RecordEvent"
+	TerwayBackend_AllocIP_FullMethodName        = "/rpc.TerwayBackend/AllocIP"
+	TerwayBackend_ReleaseIP_FullMethodName      = "/rpc.TerwayBackend/ReleaseIP"
+	TerwayBackend_GetIPInfo_FullMethodName      = "/rpc.TerwayBackend/GetIPInfo"
+	TerwayBackend_RecordEvent_FullMethodName    = "/rpc.TerwayBackend/RecordEvent"
+	TerwayBackend_Status_FullMethodName         = "/rpc.TerwayBackend/Status"
+	TerwayBackend_GarbageCollect_FullMethodName = "/rpc.TerwayBackend/GarbageCollect"
 )
 
 // TerwayBackendClient is the client API for TerwayBackend service.
@@ -38,6 +40,12 @@ type TerwayBackendClient interface {
 	ReleaseIP(ctx context.Context, in *ReleaseIPRequest, opts ...grpc.CallOption) (*ReleaseIPReply, error)
 	GetIPInfo(ctx context.Context, in *GetInfoRequest, opts ...grpc.CallOption) (*GetInfoReply, error)
 	RecordEvent(ctx context.Context, in *EventRequest, opts ...grpc.CallOption) (*EventReply, error)
+	// Status answers CNI STATUS (not in Terway): whether this daemon is
+	// initialised and can take ADDs.
+	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusReply, error)
+	// GarbageCollect answers CNI GC (not in Terway): the runtime names the
+	// attachments that are still valid and the daemon releases the others.
+	GarbageCollect(ctx context.Context, in *GCRequest, opts ...grpc.CallOption) (*GCReply, error)
 }
 
 type terwayBackendClient struct {
@@ -88,6 +96,26 @@ func (c *terwayBackendClient) RecordEvent(ctx context.Context, in *EventRequest,
 	return out, nil
 }
 
+func (c *terwayBackendClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StatusReply)
+	err := c.cc.Invoke(ctx, TerwayBackend_Status_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *terwayBackendClient) GarbageCollect(ctx context.Context, in *GCRequest, opts ...grpc.CallOption) (*GCReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GCReply)
+	err := c.cc.Invoke(ctx, TerwayBackend_GarbageCollect_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TerwayBackendServer is the server API for TerwayBackend service.
 // All implementations must embed UnimplementedTerwayBackendServer
 // for forward compatibility.
@@ -96,6 +124,12 @@ type TerwayBackendServer interface {
 	ReleaseIP(context.Context, *ReleaseIPRequest) (*ReleaseIPReply, error)
 	GetIPInfo(context.Context, *GetInfoRequest) (*GetInfoReply, error)
 	RecordEvent(context.Context, *EventRequest) (*EventReply, error)
+	// Status answers CNI STATUS (not in Terway): whether this daemon is
+	// initialised and can take ADDs.
+	Status(context.Context, *StatusRequest) (*StatusReply, error)
+	// GarbageCollect answers CNI GC (not in Terway): the runtime names the
+	// attachments that are still valid and the daemon releases the others.
+	GarbageCollect(context.Context, *GCRequest) (*GCReply, error)
 	mustEmbedUnimplementedTerwayBackendServer()
 }
 
@@ -117,6 +151,12 @@ func (UnimplementedTerwayBackendServer) GetIPInfo(context.Context, *GetInfoReque
 }
 func (UnimplementedTerwayBackendServer) RecordEvent(context.Context, *EventRequest) (*EventReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method RecordEvent not implemented")
+}
+func (UnimplementedTerwayBackendServer) Status(context.Context, *StatusRequest) (*StatusReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedTerwayBackendServer) GarbageCollect(context.Context, *GCRequest) (*GCReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method GarbageCollect not implemented")
 }
 func (UnimplementedTerwayBackendServer) mustEmbedUnimplementedTerwayBackendServer() {}
 func (UnimplementedTerwayBackendServer) testEmbeddedByValue()                       {}
@@ -211,6 +251,42 @@ func _TerwayBackend_RecordEvent_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TerwayBackend_Status_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TerwayBackendServer).Status(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TerwayBackend_Status_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TerwayBackendServer).Status(ctx, req.(*StatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TerwayBackend_GarbageCollect_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GCRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TerwayBackendServer).GarbageCollect(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TerwayBackend_GarbageCollect_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TerwayBackendServer).GarbageCollect(ctx, req.(*GCRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TerwayBackend_ServiceDesc is the grpc.ServiceDesc for TerwayBackend service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -233,6 +309,14 @@ var TerwayBackend_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RecordEvent",
 			Handler:    _TerwayBackend_RecordEvent_Handler,
+		},
+		{
+			MethodName: "Status",
+			Handler:    _TerwayBackend_Status_Handler,
+		},
+		{
+			MethodName: "GarbageCollect",
+			Handler:    _TerwayBackend_GarbageCollect_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

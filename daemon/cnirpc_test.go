@@ -1,0 +1,126 @@
+package daemon
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/terway-sim/terway/daemon/rpc"
+)
+
+func TestStatusReportsExhaustionOnlyWhenAskedTo(t *testing.T) {
+	for _, optIn := range []bool{false, true} {
+		t.Run(fmt.Sprintf("not_ready_on_ip_exhaustion=%v", optIn), func(t *testing.T) {
+			l := newLab(t)
+			l.conf = strings.Replace(l.conf, `"max_pool_size":5`, fmt.Sprintf(`"max_pool_size":0,"not_ready_on_ip_exhaustion":%v`, optIn), 1)
+			for _, n := range []string{"a", "b", "c"} {
+				l.pod("st", n, nil)
+			}
+			_, c, _ := l.daemon(func(o *Options) { o.Mode = ModeENIOnly })
+			st, err := c.Status(ctxT(t), &rpc.StatusRequest{})
+			if err != nil || !st.Ready || st.Exhausted || st.Capacity != 3 {
+				t.Fatalf("fresh daemon: %+v %v", st, err)
+			}
+			for _, n := range []string{"a", "b", "c"} {
+				if _, err := alloc(t, c, "st", n, "c-"+n); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st, err = c.Status(ctxT(t), &rpc.StatusRequest{})
+			if err != nil || !st.Exhausted || st.InUse != 3 || st.Ready == optIn {
+				t.Fatalf("all ENIs in use: %+v %v", st, err)
+			}
+			if optIn && !strings.Contains(st.Reason, "not_ready_on_ip_exhaustion") {
+				t.Fatalf("reason %q", st.Reason)
+			}
+		})
+	}
+}
+
+func TestGarbageCollectReleasesWhatTheRuntimeForgot(t *testing.T) {
+	l := newLab(t)
+	for i := 0; i < 4; i++ {
+		l.pod("gc", fmt.Sprintf("p%d", i), nil)
+	}
+	d, c, _ := l.daemon(nil)
+	for i := 0; i < 4; i++ {
+		if _, err := alloc(t, c, "gc", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// p0..p2 were attached long ago; p3 just now (inside the grace).
+	for i := 0; i < 3; i++ {
+		a, err := d.store.Get("gc", fmt.Sprintf("p%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.CreatedAt = a.CreatedAt.Add(-2 * gcGrace)
+		if err := d.store.Put(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.GarbageCollect(ctxT(t), &rpc.GCRequest{ValidAttachments: []*rpc.Attachment{{IfName: "eth0"}}}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("attachment without container: %v", err)
+	}
+	// The runtime knows c0 (ifname defaulted) and c1 on another ifname.
+	r, err := c.GarbageCollect(ctxT(t), &rpc.GCRequest{ValidAttachments: []*rpc.Attachment{{ContainerID: "c0"}, {ContainerID: "c1", IfName: "eth1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(r.Released)
+	if !slices.Equal(r.Released, []string{"gc/p1", "gc/p2"}) {
+		t.Fatalf("released %v, want gc/p1 gc/p2", r.Released)
+	}
+	for i, want := range []bool{true, false, false, true} {
+		if _, ok := d.mgr.holds(fmt.Sprintf("gc/p%d", i)); ok != want {
+			t.Fatalf("p%d held=%v after GC, want %v", i, ok, want)
+		}
+	}
+	// Idempotent: nothing more to release.
+	if r, err := c.GarbageCollect(ctxT(t), &rpc.GCRequest{ValidAttachments: []*rpc.Attachment{{ContainerID: "c0"}}}); err != nil || len(r.Released) != 0 {
+		t.Fatalf("second GC: %v %v", r, err)
+	}
+}
+
+func TestPoolGauges(t *testing.T) {
+	l := newLab(t)
+	reg := prometheus.NewRegistry()
+	for i := 0; i < 3; i++ {
+		l.pod("m", fmt.Sprintf("p%d", i), nil)
+	}
+	_, c, _ := l.daemon(func(o *Options) { o.Registerer = reg })
+	for i := 0; i < 3; i++ {
+		if _, err := alloc(t, c, "m", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]float64{}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.Metric {
+				if m.Gauge != nil {
+					got[mf.GetName()] = m.Gauge.GetValue()
+				}
+			}
+		}
+		if got["terway_resource_pool_inuse_count"] == 3 && got["terway_resource_pool_total_count"] >= 3 &&
+			got["terway_eniip_factory_eni_count"] >= 1 && got["terway_resource_pool_idle_count"] == got["terway_resource_pool_total_count"]-3 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gauges %v", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
