@@ -240,7 +240,7 @@ func (d *Daemon) initPool(ctx context.Context) error {
 	if d.cfg.VSwitchSelectionPolicy != "" && d.cfg.VSwitchSelectionPolicy != config.VSwitchRandom {
 		policy = cloud.SelectMostFree
 	}
-	vp, err := cloud.NewVSwitchPool(d.node.API, d.clock, policy, vsws, 10*time.Minute, 10*time.Minute, uint64(d.clock.Now().UnixNano()))
+	vp, err := cloud.NewVSwitchPool(d.node.API, d.clock, policy, vsws, d.cfg.VSwitchCacheTTL.Duration, d.cfg.IPExhaustedInhibit.Duration, uint64(d.clock.Now().UnixNano()))
 	if err != nil {
 		return err
 	}
@@ -262,7 +262,7 @@ func (d *Daemon) initPool(ctx context.Context) error {
 		d.capacity = sizes.Capacity
 		pool, err := ipam.NewMultiIP(ipam.MultiIPConfig{MaxENI: capa.MaxENI, IPsPerENI: d.limits.IPv4PerAdapter,
 			Capacity: sizes.Capacity, MinIdle: sizes.MinPoolSize, MaxIdle: sizes.MaxPoolSize, DualStack: dual,
-			BatchWindow: d.cfg.IPBatchWindow.Duration, Cooldown: d.cfg.ReuseCooldown.Duration,
+			BatchWindow: d.cfg.IPBatchWindow.Duration, ExhaustedInhibit: d.cfg.IPExhaustedInhibit.Duration, Cooldown: d.cfg.ReuseCooldown.Duration,
 			IdleReclaimAfter: d.cfg.IdleIPReclaimAfter.Duration, IdleReclaimInterval: d.cfg.IdleIPReclaimInterval.Duration,
 			IdleReclaimBatch: d.cfg.IdleIPReclaimBatchSize, SyncPeriod: d.cfg.PoolCheckPeriod.Duration,
 			PackENIs: d.cfg.ENISelectionPolicy != config.ENILeastIPs, SecurityGroups: sgs, Tags: d.ownershipTags(),

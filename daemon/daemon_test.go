@@ -81,7 +81,7 @@ func newLab(t *testing.T, opts ...labOpt) *lab {
 	l := &lab{t: t, cloud: fc, kube: kube, dir: dir, apiURL: api.URL, mdURL: md.URL}
 	l.conf = fmt.Sprintf(`{"access_key":%q,"access_secret":%q,"endpoint":%q,"metadata_endpoint":%q,
 		"store_path":%q,"socket_path":%q,"max_pool_size":5,"min_pool_size":0,"service_cidr":"10.96.0.0/12",
-		"cluster_id":"c-test","ip_batch_window":"10ms","gc_period":"1h","pool_check_period":"1h","metadata_lag_timeout":"20s",
+		"cluster_id":"c-test","ip_batch_window":"10ms","ip_exhausted_inhibit":"300ms","gc_period":"1h","pool_check_period":"1h","metadata_lag_timeout":"20s",
 		"backoff_override":{"":{"Duration":"5ms","Factor":1.2,"Steps":6},"eni_create":{"Duration":"5ms","Steps":3},
 		"eni_ops":{"Duration":"5ms","Steps":6},"eni_release":{"Duration":"5ms","Steps":8},"eni_ip_ops":{"Duration":"5ms","Steps":6},
 		"eni_delete_confirm":{"Duration":"5ms","Steps":8},"wait_eni_status":{"Duration":"5ms","Factor":1.2,"Steps":12},

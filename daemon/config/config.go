@@ -73,6 +73,8 @@ const (
 	DefaultSocketPath                = "/var/run/eni/eni.socket"
 	DefaultMetadataLagTimeout        = 30 * time.Second
 	DefaultIPBatchWindow             = 200 * time.Millisecond
+	DefaultIPExhaustedInhibit        = 5 * time.Minute
+	DefaultVSwitchCacheTTL           = 10 * time.Minute
 	DefaultCNIConfDir                = "/etc/cni/net.d"
 	DefaultCNIBinDir                 = "/opt/cni/bin"
 	DefaultCNICacheDir               = "/var/lib/cni"
@@ -186,6 +188,11 @@ type Config struct {
 	// IPBatchWindow is how long new demand waits to aggregate into one
 	// cloud call (Terway waits 300ms).
 	IPBatchWindow Duration `json:"ip_batch_window"`
+	// IPExhaustedInhibit is how long a dry vSwitch (and the ENIs in it)
+	// is not asked for addresses again.
+	IPExhaustedInhibit Duration `json:"ip_exhausted_inhibit"`
+	// VSwitchCacheTTL is how long a DescribeVSwitches answer is trusted.
+	VSwitchCacheTTL Duration `json:"vswitch_cache_ttl"`
 	// NotReadyOnIPExhaustion makes CNI STATUS fail while no address can
 	// be handed out (off: exhaustion is only a node condition).
 	NotReadyOnIPExhaustion bool `json:"not_ready_on_ip_exhaustion,omitempty"`
@@ -230,6 +237,8 @@ func Defaults() *Config {
 		SocketPath:                DefaultSocketPath,
 		MetadataLagTimeout:        Duration{DefaultMetadataLagTimeout},
 		IPBatchWindow:             Duration{DefaultIPBatchWindow},
+		IPExhaustedInhibit:        Duration{DefaultIPExhaustedInhibit},
+		VSwitchCacheTTL:           Duration{DefaultVSwitchCacheTTL},
 		CNIConfDir:                DefaultCNIConfDir,
 		CNIBinDir:                 DefaultCNIBinDir,
 		CNICacheDir:               DefaultCNICacheDir,

@@ -181,6 +181,14 @@
 //   - ip_batch_window (duration >= 0, "200ms"): how long new demand for
 //     addresses waits so that a burst becomes few cloud calls (up to ten
 //     addresses each); "0s" calls at once.
+//   - ip_exhausted_inhibit (duration > 0, "5m"): after the cloud answers
+//     that a vSwitch has no address left (InvalidVSwitchId.IpNotEnough,
+//     QuotaExceeded.PrivateIpAddress), how long that vSwitch and the ENIs
+//     in it are not asked again. The daemon then tries again by itself, so
+//     a node recovers without a restart when addresses come back (Terway
+//     waits 10m).
+//   - vswitch_cache_ttl (duration > 0, "10m"): how long a DescribeVSwitches
+//     answer (free address count) is trusted when choosing a vSwitch.
 //   - not_ready_on_ip_exhaustion (bool, false): make CNI STATUS fail (the
 //     runtime then reports the node's network not ready) while the node
 //     cannot hand out an address. Off by default: a vSwitch running dry

@@ -84,6 +84,8 @@ func (c *Config) validate() error {
 		{"sticky_time", c.StickyTime.Duration, false},
 		{"metadata_lag_timeout", c.MetadataLagTimeout.Duration, true},
 		{"ip_batch_window", c.IPBatchWindow.Duration, false},
+		{"ip_exhausted_inhibit", c.IPExhaustedInhibit.Duration, true},
+		{"vswitch_cache_ttl", c.VSwitchCacheTTL.Duration, true},
 	} {
 		switch {
 		case f.positive && f.d <= 0:

@@ -281,6 +281,7 @@ func (p *ENIPool) kick() {
 func (p *ENIPool) Run(ctx context.Context) {
 	t := p.clock.NewTicker(p.cfg.SyncPeriod)
 	defer t.Stop()
+	p.plan(ctx) // warm up to MinIdle at once
 	for {
 		select {
 		case <-ctx.Done():

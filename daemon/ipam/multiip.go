@@ -456,8 +456,19 @@ func (p *MultiIP) kick() {
 func (p *MultiIP) Run(ctx context.Context) {
 	t := p.clock.NewTicker(p.cfg.SyncPeriod)
 	defer t.Stop()
+	p.plan(ctx) // warm up to MinIdle at once, not a sync period later
+	// Idle reclaim happens in quiet times, when nothing kicks the pool:
+	// it needs its own tick.
+	var reclaim <-chan time.Time
+	if p.cfg.IdleReclaimAfter > 0 {
+		rt := p.clock.NewTicker(min(p.cfg.IdleReclaimAfter, p.cfg.IdleReclaimInterval))
+		defer rt.Stop()
+		reclaim = rt.C()
+	}
 	for {
 		select {
+		case <-reclaim:
+			p.plan(ctx)
 		case <-ctx.Done():
 			p.failAll(ctx.Err())
 			return

@@ -1,0 +1,234 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/terway-sim/terway/daemon/rpc"
+	"github.com/terway-sim/terway/daemon/store"
+	"github.com/terway-sim/terway/fakecloud"
+)
+
+// eventually polls cond until it holds or a generous deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestPoolWarmUpShrinkAndIdleReclaim runs the pool's whole cycle through
+// the daemon: warm-up to min_pool_size with no pod, growth for a burst,
+// shrink to max_pool_size when the pods go, and — with idle reclaim on —
+// back to min_pool_size after a quiet period. The cloud agrees at each
+// step.
+func TestPoolWarmUpShrinkAndIdleReclaim(t *testing.T) {
+	for _, reclaim := range []bool{false, true} {
+		t.Run(fmt.Sprintf("idle_reclaim=%v", reclaim), func(t *testing.T) {
+			l := newLab(t)
+			extra := `"max_pool_size":6,"min_pool_size":3`
+			if reclaim {
+				extra += `,"idle_ip_reclaim_after":"300ms","idle_ip_reclaim_interval":"100ms","idle_ip_reclaim_batch_size":2`
+			}
+			l.conf = strings.Replace(l.conf, `"max_pool_size":5,"min_pool_size":0`, extra, 1)
+			for i := 0; i < 14; i++ {
+				l.pod("w", fmt.Sprintf("p%d", i), nil)
+			}
+			d, c, _ := l.daemon(nil)
+			agrees := func() bool { return len(l.cloudView()) == d.mgr.stats().Total }
+			eventually(t, "warm-up to 3 idle", func() bool {
+				st := d.mgr.stats()
+				return st.Idle >= 3 && agrees()
+			})
+			if st := d.mgr.stats(); st.InUse != 0 || st.Idle > 6 {
+				t.Fatalf("after warm-up: %+v", st)
+			}
+			for i := 0; i < 14; i++ {
+				if _, err := alloc(t, c, "w", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if st := d.mgr.stats(); st.InUse != 14 {
+				t.Fatalf("after 14 pods: %+v", st)
+			}
+			for i := 0; i < 14; i++ {
+				if _, err := c.ReleaseIP(ctxT(t), &rpc.ReleaseIPRequest{K8SPodNamespace: "w", K8SPodName: fmt.Sprintf("p%d", i),
+					K8SPodInfraContainerId: fmt.Sprintf("c%d", i)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := 6
+			if reclaim {
+				want = 3
+			}
+			eventually(t, fmt.Sprintf("shrink to %d idle", want), func() bool {
+				st := d.mgr.stats()
+				return st.InUse == 0 && st.Idle == want && agrees()
+			})
+			// And it stays there: no flapping below min or above max.
+			time.Sleep(600 * time.Millisecond)
+			if st := d.mgr.stats(); st.Idle != want || !agrees() {
+				t.Fatalf("pool moved after settling: %+v, cloud %d", st, len(l.cloudView()))
+			}
+		})
+	}
+}
+
+// TestVSwitchExhaustionAndRecovery dries out the node's vSwitch: pods
+// beyond its addresses fail cleanly, the node condition says so, and when
+// someone else gives addresses back the daemon recovers by itself, without
+// a restart.
+func TestVSwitchExhaustionAndRecovery(t *testing.T) {
+	squatter := "eni-bp1squatter000000001"
+	var taken []string
+	for i := 2; i <= 11; i++ {
+		taken = append(taken, fmt.Sprintf("192.168.0.%d", i))
+	}
+	l := newLab(t, func(s *fakecloud.Spec, _ *fakecloud.Options) {
+		s.VSwitches[0].CIDR = "192.168.0.0/27" // 28 usable: eth0, the squatter's 11, 16 left
+		s.ENIs = []fakecloud.ENISpec{{ID: squatter, VSwitchID: s.VSwitches[0].ID, SecurityGroupIDs: []string{fakecloud.DefaultSecurityGroup},
+			SecondaryIPs: taken}}
+	})
+	l.conf = strings.Replace(l.conf, `"max_pool_size":5`, `"max_pool_size":5,"vswitch_selection_policy":"ordered"`, 1)
+	for i := 0; i < 20; i++ {
+		l.pod("x", fmt.Sprintf("p%d", i), nil)
+	}
+	d, c, _ := l.daemon(nil)
+	got, failed := map[string]string{}, 0
+	for i := 0; i < 20; i++ {
+		r, err := alloc(t, c, "x", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i))
+		if err != nil {
+			if status.Code(err) != codes.ResourceExhausted {
+				t.Fatalf("p%d on a dry vSwitch: %v", i, err)
+			}
+			failed++
+			continue
+		}
+		if prev, dup := got[podIP(r)]; dup {
+			t.Fatalf("%s handed to %s and p%d", podIP(r), prev, i)
+		}
+		got[podIP(r)] = fmt.Sprintf("p%d", i)
+	}
+	if len(got) != 16 || failed != 4 {
+		t.Fatalf("%d allocated, %d failed; want 16 and 4", len(got), failed)
+	}
+	d.updateSufficientIP(ctxT(t))
+	if cond := sufficientIP(t, l); cond.Status != corev1.ConditionFalse {
+		t.Fatalf("SufficientIP on a dry vSwitch: %+v", cond)
+	}
+	// Someone else releases addresses in the vSwitch.
+	if err := d.node.API.UnassignIPv4(ctxT(t), squatter, []netip.Addr{netip.MustParseAddr(taken[0]), netip.MustParseAddr(taken[1]),
+		netip.MustParseAddr(taken[2])}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "allocation after addresses came back", func() bool {
+		_, err := alloc(t, c, "x", "p16", "c16")
+		return err == nil
+	})
+	d.updateSufficientIP(ctxT(t))
+	if cond := sufficientIP(t, l); cond.Status != corev1.ConditionTrue {
+		t.Fatalf("SufficientIP after recovery: %+v", cond)
+	}
+}
+
+func sufficientIP(t *testing.T, l *lab) corev1.NodeCondition {
+	t.Helper()
+	n, err := l.kube.CoreV1().Nodes().Get(context.Background(), nodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == "SufficientIP" {
+			return c
+		}
+	}
+	t.Fatalf("no SufficientIP condition in %+v", n.Status.Conditions)
+	return corev1.NodeCondition{}
+}
+
+// TestTerwayDBRefusedThenImported replaces a Terway daemon: its store
+// is refused with a message saying what to do, left untouched, and with
+// the import on, the pod Terway gave an address keeps it and nobody else
+// gets it.
+func TestTerwayDBRefusedThenImported(t *testing.T) {
+	l := newLab(t)
+	l.pod("default", "old", nil)
+	d, c, stop := l.daemon(nil)
+	r, err := alloc(t, c, "default", "old", "c-old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, _ := d.mgr.holds("default/old")
+	stop()
+	// Rewrite the store as Terway would have written it.
+	path := l.daemonConfig().StorePath
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := json.Marshal(map[string]any{
+		"Resources": []map[string]any{{"type": "eniIp", "id": held.ip.MAC + "." + podIP(r), "eni_id": held.ip.ENIID,
+			"eni_mac": held.ip.MAC, "ipv4": podIP(r)}},
+		"PodInfo": map[string]any{"Name": "old", "Namespace": "default", "PodNetworkType": "ENIMultiIP", "PodUID": "default-old"},
+		"NetNs":   "/var/run/netns/c-old", "ContainerID": "c-old",
+	})
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucket([]byte("relation"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("default/old"), rec)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	before, _ := os.ReadFile(path)
+
+	_, err = New(ctxT(t), Options{Mode: ModeENIMultiIP, Config: l.daemonConfig(), NodeName: nodeName, Kube: l.kube, StoreNoSync: true})
+	if err == nil || !strings.Contains(err.Error(), "written by Terway") || !strings.Contains(err.Error(), "refusing") {
+		t.Fatalf("Terway DB without import: %v", err)
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Fatal("a refused Terway DB was modified")
+	}
+	d2, c2, _ := l.daemon(func(o *Options) { o.ImportTerwayDB = true })
+	if h, ok := d2.mgr.holds("default/old"); !ok || h.ip.IPv4.String() != podIP(r) {
+		t.Fatalf("imported pod holds %v (%v), want %s", h.ip.IPv4, ok, podIP(r))
+	}
+	if a, err := d2.store.Get("default", "old"); err != nil || a.ContainerID != "c-old" || a.IPType != store.IPTypeENIMultiIP {
+		t.Fatalf("imported record %+v %v", a, err)
+	}
+	for i := 0; i < 8; i++ {
+		l.pod("default", fmt.Sprintf("n%d", i), nil)
+		n, err := alloc(t, c2, "default", fmt.Sprintf("n%d", i), fmt.Sprintf("cn%d", i))
+		if err != nil || podIP(n) == podIP(r) {
+			t.Fatalf("new pod n%d got %v (%v) while the imported pod holds %s", i, n, err, podIP(r))
+		}
+	}
+	// GC keeps the imported pod: it is alive.
+	if err := d2.GC(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := d2.mgr.holds("default/old"); !ok {
+		t.Fatal("GC released the imported pod's address")
+	}
+}
