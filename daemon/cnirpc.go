@@ -73,6 +73,7 @@ func (b *backend) GarbageCollect(ctx context.Context, r *rpc.GCRequest) (*rpc.GC
 		cur, err := d.store.Get(a.PodNamespace, a.PodName)
 		if err == nil && cur.ContainerID == a.ContainerID {
 			d.log.Info("cni gc: releasing an attachment the runtime no longer has", "pod", a.Key(), "container", a.ContainerID)
+			d.cleanHost(cur)
 			err = d.releaseAttachment(cur, d.isSticky(cur))
 			if err == nil {
 				reply.Released = append(reply.Released, a.Key())

@@ -26,7 +26,10 @@ import (
 
 	"github.com/terway-sim/terway/daemon/backoff"
 	"github.com/terway-sim/terway/daemon/cloud"
+	"github.com/terway-sim/terway/daemon/cnicheck"
 	"github.com/terway-sim/terway/daemon/config"
+	"github.com/terway-sim/terway/daemon/deviceplugin"
+	"github.com/terway-sim/terway/daemon/hostnet"
 	"github.com/terway-sim/terway/daemon/ipam"
 	"github.com/terway-sim/terway/daemon/k8s"
 	"github.com/terway-sim/terway/daemon/rpc"
@@ -60,6 +63,19 @@ type Options struct {
 	ImportTerwayDB bool
 	// LockTimeout is how long to wait for the node lock (default 5s).
 	LockTimeout time.Duration
+	// HostNetNS is the path of the node's host network namespace (e.g.
+	// /proc/self/ns/net). With it, GC also removes the host rules and
+	// routes of the addresses it takes back from pods that are gone, and
+	// the mapping reports host leftovers. Empty: the daemon never touches
+	// the host network.
+	HostNetNS string
+	// DevicePluginDir is kubelet's device-plugin directory. Non-empty, the
+	// daemon advertises aliyun/eni there in ENIOnly and VPC modes.
+	DevicePluginDir string
+	// CheckPeriod is how often every pod is checked: its resources against
+	// the three-way mapping and, with a netns, its network through CNI
+	// CHECK (Terway: POOL_CHECK_PERIOD_SECONDS, 10 min). 0 disables it.
+	CheckPeriod time.Duration
 }
 
 // Daemon is one node's terwayd.
@@ -71,6 +87,9 @@ type Daemon struct {
 	log   *slog.Logger
 
 	kube    *k8s.Client
+	host    *hostnet.Host
+	devices *deviceplugin.Plugin
+	checker *cnicheck.Checker
 	store   *store.Store
 	lock    *fileLock
 	node    *cloud.Node
@@ -141,6 +160,12 @@ func (d *Daemon) init(ctx context.Context) error {
 		return err
 	}
 	d.lock = lock
+	if d.opts.HostNetNS != "" {
+		if d.host, err = hostnet.Open(d.opts.HostNetNS); err != nil {
+			return err
+		}
+	}
+	d.checker = cnicheck.New(cnicheck.Options{ConfDir: d.cfg.CNIConfDir, BinDirs: []string{d.cfg.CNIBinDir}, CacheDir: d.cfg.CNICacheDir})
 	st, err := store.Open(d.cfg.StorePath, store.Options{NoSync: d.opts.StoreNoSync, ImportTerway: d.opts.ImportTerwayDB})
 	if err != nil {
 		return err
@@ -298,6 +323,11 @@ func (d *Daemon) initPool(ctx context.Context) error {
 		d.capacity = cidr.Size()
 		d.mgr = vpcManager{cidr: cidr, enis: pool}
 	}
+	if d.opts.DevicePluginDir != "" && d.mode != ModeENIMultiIP && !d.cfg.DisableDevicePlugin {
+		// Exclusive ENIs reach the scheduler as a countable resource.
+		d.devices = deviceplugin.New(deviceplugin.Options{Dir: d.opts.DevicePluginDir, Logger: d.log, Clock: d.clock})
+		d.devices.SetCount(capa.MaxENI)
+	}
 	return d.restore(ctx)
 }
 
@@ -313,8 +343,18 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	d.grpc = grpc.NewServer(grpc.UnaryInterceptor(d.interceptor))
 	rpc.RegisterTerwayBackendServer(d.grpc, &backend{d: d})
 	rpc.RegisterTerwayTracingServer(d.grpc, &tracing{d: d})
-	d.wg.Add(3)
+	d.wg.Add(4)
 	go func() { defer d.wg.Done(); d.mgr.run(ctx) }()
+	go func() { defer d.wg.Done(); d.checkLoop(ctx) }()
+	if d.devices != nil {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			if err := d.devices.Run(ctx); err != nil {
+				d.log.Error("device plugin", "err", err)
+			}
+		}()
+	}
 	go func() { defer d.wg.Done(); d.gcLoop(ctx) }()
 	go func() { defer d.wg.Done(); d.publishLoop(ctx) }()
 	close(d.ready)
@@ -346,6 +386,9 @@ func (d *Daemon) closeResources() error {
 	var err error
 	if d.kube != nil {
 		d.kube.Stop()
+	}
+	if d.host != nil {
+		d.host.Close()
 	}
 	if d.store != nil {
 		err = errors.Join(err, d.store.Close())

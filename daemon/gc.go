@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -126,12 +127,39 @@ func (d *Daemon) gcAttachment(a store.Attachment, now time.Time) error {
 	case a.StickyUntil.IsZero() && d.isSticky(a):
 		// A sticky pod deleted while nobody released it (the daemon was
 		// down, or DEL never came): keep its address for the stick time.
+		d.cleanHost(a)
 		return d.releaseAttachment(a, true)
 	case !a.StickyUntil.IsZero() && now.Before(a.StickyUntil):
 		return nil
 	}
 	d.log.Info("gc: releasing the address of a pod that is gone", "pod", a.Key())
+	if a.StickyUntil.IsZero() {
+		d.cleanHost(a) // a sticky record's host side went when it was reserved
+	}
 	return d.releaseAttachment(a, false)
+}
+
+// cleanHost removes the host rules and routes a pod's datapath left for
+// its addresses when no CNI DEL came to remove them. Failures are logged:
+// the mapping reports what is left.
+func (d *Daemon) cleanHost(a store.Attachment) {
+	if d.host == nil {
+		return
+	}
+	for _, r := range a.Resources {
+		for _, s := range []string{r.IPv4, r.IPv6} {
+			ip, err := netip.ParseAddr(s)
+			if err != nil {
+				continue
+			}
+			rm, err := d.host.Release(ip)
+			if err != nil {
+				d.log.Warn("remove host rules and routes", "pod", a.Key(), "ip", ip, "err", err)
+			} else if rm.Rules+rm.Routes > 0 {
+				d.log.Info("removed host rules and routes of a released address", "pod", a.Key(), "ip", ip, "removed", rm.String())
+			}
+		}
+	}
 }
 
 // publishLoop publishes the node's capacity and address supply.

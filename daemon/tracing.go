@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 
 	"google.golang.org/grpc/codes"
@@ -89,44 +88,12 @@ func (t *tracing) GetResourceTrace(_ context.Context, r *rpc.ResourceTypeNameReq
 	return nil, status.Errorf(codes.NotFound, "no resource type %q", r.Type)
 }
 
-// GetResourceMapping compares the store (what pods were given) with the
-// pool (what the daemon holds): Normal when they agree, Idle for pool
-// addresses nobody holds, Error for any disagreement.
-func (t *tracing) GetResourceMapping(context.Context, *rpc.Placeholder) (*rpc.PodResourceMappingReply, error) {
-	d := t.d
-	atts, err := d.store.List()
+// GetResourceMapping serves the three-way mapping (see Daemon.Mapping).
+func (t *tracing) GetResourceMapping(ctx context.Context, _ *rpc.Placeholder) (*rpc.PodResourceMappingReply, error) {
+	out, err := t.d.Mapping(ctx)
 	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+		return nil, status.Error(codes.Unavailable, err.Error())
 	}
-	var out []*rpc.PodResourceMapping
-	inStore := map[string]bool{}
-	for _, a := range atts {
-		key := a.Key()
-		inStore[key] = true
-		m := &rpc.PodResourceMapping{PodName: key, Type: rpc.ResourceMappingType_MappingTypeNormal}
-		if len(a.Resources) > 0 {
-			m.ResourceName = a.Resources[0].ID
-		}
-		held, ok := d.mgr.holds(key)
-		switch {
-		case !ok:
-			m.Type = rpc.ResourceMappingType_MappingTypeError
-		case held.resourceID() != m.ResourceName:
-			m.Type = rpc.ResourceMappingType_MappingTypeError
-			m.FactoryResourceName = held.resourceID()
-		default:
-			m.FactoryResourceName = held.resourceID()
-		}
-		out = append(out, m)
-	}
-	for _, owner := range d.mgr.owners() {
-		if !inStore[owner] {
-			held, _ := d.mgr.holds(owner)
-			out = append(out, &rpc.PodResourceMapping{Type: rpc.ResourceMappingType_MappingTypeError, PodName: owner,
-				FactoryResourceName: held.resourceID()})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].PodName < out[j].PodName })
 	return &rpc.PodResourceMappingReply{Info: out}, nil
 }
 

@@ -161,7 +161,7 @@ func mappingCommand(g *globals, out io.Writer) *cobra.Command {
 				return err
 			}
 			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "STATUS\tPOD\tSTORE\tPOOL")
+			fmt.Fprintln(w, "STATUS\tPOD\tSTORE\tPOOL\tREASON")
 			broken := 0
 			for _, m := range r.Info {
 				st := map[rpc.ResourceMappingType]string{rpc.ResourceMappingType_MappingTypeNormal: "Normal",
@@ -169,7 +169,7 @@ func mappingCommand(g *globals, out io.Writer) *cobra.Command {
 				if m.Type == rpc.ResourceMappingType_MappingTypeError {
 					broken++
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", st, m.PodName, m.ResourceName, m.FactoryResourceName)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", st, m.PodName, m.ResourceName, m.FactoryResourceName, m.Reason)
 			}
 			if err := w.Flush(); err != nil {
 				return err

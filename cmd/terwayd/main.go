@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	dpapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/terway-sim/terway/daemon"
 	"github.com/terway-sim/terway/daemon/config"
@@ -39,12 +41,14 @@ func main() {
 }
 
 type options struct {
-	mode           string
-	logLevel       string
-	readonlyListen string
-	kubeconfig     string
-	configPath     string
-	importTerwayDB bool
+	mode            string
+	logLevel        string
+	readonlyListen  string
+	kubeconfig      string
+	configPath      string
+	importTerwayDB  bool
+	hostNetNS       string
+	devicePluginDir string
 }
 
 func newCommand(stderr io.Writer) *cobra.Command {
@@ -59,7 +63,9 @@ over gRPC on a unix socket (socket_path in the config, default
 
 Environment: NODE_NAME (required), POD_NAMESPACE (where the dynamic-config
 ConfigMaps live, default kube-system), ECS_ENDPOINT and VPC_ENDPOINT
-(override the config's endpoints; "http://host:port" for an emulator).
+(override the config's endpoints; "http://host:port" for an emulator),
+POOL_CHECK_PERIOD_SECONDS (how often every pod's resources are checked and
+CNI CHECK runs on pods with a netns; default 600, 0 disables).
 
 Dynamic per-node config: a node labelled terway-config=<name> merges the
 eni_conf key of ConfigMap <name> (in POD_NAMESPACE) over the base config as
@@ -79,6 +85,8 @@ an RFC 7396 merge patch, at start.`,
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config)")
 	f.StringVar(&o.configPath, "config", config.DefaultPath, "eni_conf file (falls back to "+config.DefaultLegacyPath+")")
 	f.BoolVar(&o.importTerwayDB, "import-terway-db", false, "read a store written by Terway instead of refusing it")
+	f.StringVar(&o.hostNetNS, "host-netns", "/proc/self/ns/net", "the node's host network namespace, where GC removes the rules and routes of pods that went without a CNI DEL (\"\": never touch it)")
+	f.StringVar(&o.devicePluginDir, "device-plugin-dir", dpapi.DevicePluginPath, "kubelet's device-plugin directory, where aliyun/eni is advertised in ENIOnly and VPC modes (\"\": off)")
 	return cmd
 }
 
@@ -103,8 +111,13 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 	log.Info("config", "config", cfg.Redacted())
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	check, err := checkPeriod()
+	if err != nil {
+		return err
+	}
 	d, err := daemon.New(ctx, daemon.Options{Mode: o.mode, Config: cfg, NodeName: node, Kube: kube, Logger: log,
-		Registerer: reg, ImportTerwayDB: o.importTerwayDB})
+		Registerer: reg, ImportTerwayDB: o.importTerwayDB, HostNetNS: o.hostNetNS, DevicePluginDir: o.devicePluginDir,
+		CheckPeriod: check})
 	if err != nil {
 		return err
 	}
@@ -210,4 +223,17 @@ func serveDebug(addr string, reg *prometheus.Registry, log *slog.Logger) (io.Clo
 		}
 	}()
 	return srv, nil
+}
+
+// checkPeriod reads POOL_CHECK_PERIOD_SECONDS (Terway's variable).
+func checkPeriod() (time.Duration, error) {
+	v := os.Getenv("POOL_CHECK_PERIOD_SECONDS")
+	if v == "" {
+		return 600 * time.Second, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("POOL_CHECK_PERIOD_SECONDS=%q: want a whole number of seconds >= 0", v)
+	}
+	return time.Duration(n) * time.Second, nil
 }

@@ -551,8 +551,10 @@ type PodResourceMapping struct {
 	PodName             string                 `protobuf:"bytes,2,opt,name=PodName,proto3" json:"PodName,omitempty"`
 	ResourceName        string                 `protobuf:"bytes,3,opt,name=ResourceName,proto3" json:"ResourceName,omitempty"`
 	FactoryResourceName string                 `protobuf:"bytes,4,opt,name=FactoryResourceName,proto3" json:"FactoryResourceName,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Reason says what is wrong with an Error entry (not in Terway).
+	Reason        string `protobuf:"bytes,5,opt,name=Reason,proto3" json:"Reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PodResourceMapping) Reset() {
@@ -609,6 +611,13 @@ func (x *PodResourceMapping) GetResourceName() string {
 func (x *PodResourceMapping) GetFactoryResourceName() string {
 	if x != nil {
 		return x.FactoryResourceName
+	}
+	return ""
+}
+
+func (x *PodResourceMapping) GetReason() string {
+	if x != nil {
+		return x.Reason
 	}
 	return ""
 }
@@ -685,12 +694,13 @@ const file_tracing_proto_rawDesc = "" +
 	"\aCommand\x18\x03 \x01(\tR\aCommand\x12\x12\n" +
 	"\x04Args\x18\x04 \x03(\tR\x04Args\"0\n" +
 	"\x14ResourceExecuteReply\x12\x18\n" +
-	"\aMessage\x18\x01 \x01(\tR\aMessage\"\xb2\x01\n" +
+	"\aMessage\x18\x01 \x01(\tR\aMessage\"\xca\x01\n" +
 	"\x12PodResourceMapping\x12,\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x18.rpc.ResourceMappingTypeR\x04type\x12\x18\n" +
 	"\aPodName\x18\x02 \x01(\tR\aPodName\x12\"\n" +
 	"\fResourceName\x18\x03 \x01(\tR\fResourceName\x120\n" +
-	"\x13FactoryResourceName\x18\x04 \x01(\tR\x13FactoryResourceName\"F\n" +
+	"\x13FactoryResourceName\x18\x04 \x01(\tR\x13FactoryResourceName\x12\x16\n" +
+	"\x06Reason\x18\x05 \x01(\tR\x06Reason\"F\n" +
 	"\x17PodResourceMappingReply\x12+\n" +
 	"\x04info\x18\x01 \x03(\v2\x17.rpc.PodResourceMappingR\x04info*W\n" +
 	"\x13ResourceMappingType\x12\x15\n" +
