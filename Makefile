@@ -14,11 +14,16 @@ FUZZ_TARGETS := \
 	./fakecloud:FuzzServeAPI \
 	./daemon/config:FuzzParse
 
+# grpcnotrace drops grpc's golang.org/x/net/trace, whose html/template
+# turns off the linker's dead-method elimination: terwayd is 52 MB instead
+# of 141 MB and starts at 28 MiB RSS instead of 39 MiB.
+export GOFLAGS := -tags=grpcnotrace $(GOFLAGS)
+
 .DEFAULT_GOAL := help
 
 .PHONY: help
 help: ## Show this help
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## Build every command into ./bin
@@ -39,8 +44,16 @@ fuzz: ## Fuzz every target for FUZZ_TIME (default 2m each)
 	done
 
 .PHONY: bench
-bench: ## Run the benchmarks (fakecloud handler and SDK throughput)
+bench: bench-fakecloud bench-daemon ## Run every benchmark
+
+.PHONY: bench-fakecloud
+bench-fakecloud: ## Benchmark fakecloud (handler and SDK throughput)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./fakecloud/...
+
+.PHONY: bench-daemon
+bench-daemon: ## Benchmark terwayd: warm path, 100-pod burst, churn, RSS (about 1 min)
+	$(GO) test -run '^$$' -bench '^BenchmarkWarmAllocRelease$$' -benchtime 2000x ./daemon/
+	$(GO) test -run '^$$' -bench '^(BenchmarkBurst100|BenchmarkChurn|BenchmarkDaemonRSS)$$' -benchtime 1x ./daemon/
 
 $(STATICCHECK):
 	@mkdir -p $(BIN)

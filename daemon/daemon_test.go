@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 
 // lab is a fakecloud, a fake API server and the paths of one node.
 type lab struct {
-	t      *testing.T
+	t      testing.TB
 	cloud  *fakecloud.Cloud
 	kube   *fake.Clientset
 	dir    string
@@ -55,7 +55,7 @@ type lab struct {
 
 type labOpt func(*fakecloud.Spec, *fakecloud.Options)
 
-func newLab(t *testing.T, opts ...labOpt) *lab {
+func newLab(t testing.TB, opts ...labOpt) *lab {
 	t.Helper()
 	spec := fakecloud.DefaultSpec()
 	spec.AccessKeys = []fakecloud.AccessKeySpec{{ID: testAK, Secret: testSK}}
@@ -161,13 +161,13 @@ func (l *lab) deletePod(ns, name string) {
 	}
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return c
 }
 
-func alloc(t *testing.T, c rpc.TerwayBackendClient, ns, name, container string) (*rpc.AllocIPReply, error) {
+func alloc(t testing.TB, c rpc.TerwayBackendClient, ns, name, container string) (*rpc.AllocIPReply, error) {
 	return c.AllocIP(ctxT(t), &rpc.AllocIPRequest{K8SPodNamespace: ns, K8SPodName: name, K8SPodInfraContainerId: container,
 		Netns: "/var/run/netns/" + container, IfName: "eth0"})
 }

@@ -66,7 +66,7 @@ func childMain() int {
 }
 
 type child struct {
-	t      *testing.T
+	t      testing.TB
 	cmd    *exec.Cmd
 	conn   *grpc.ClientConn
 	client rpc.TerwayBackendClient
