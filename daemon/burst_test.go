@@ -182,7 +182,8 @@ func TestBurstWithFaults(t *testing.T) {
 			if bound := int64((45+9)/10) + enis; okAddr > bound {
 				t.Fatalf("%d successful Create+Assign calls for 45 addresses on %d ENIs, bound %d", okAddr, enis, bound)
 			}
-			if bound := int64((45+9)/10) + 2*enis + failedCalls; mutating > bound {
+			// The bound: ⌈pods/10⌉ + ENIs created + retries.
+			if bound := int64((45+9)/10) + enis + failedCalls; mutating > bound {
 				t.Fatalf("%d mutating calls, bound %d (%d ENIs, %d failed calls retried)", mutating, bound, enis, failedCalls)
 			}
 			var summary []string

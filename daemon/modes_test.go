@@ -19,7 +19,7 @@ import (
 func TestENIOnlyMode(t *testing.T) {
 	l := newLab(t)
 	l.conf = strings.Replace(l.conf, `"max_pool_size":5`, `"max_pool_size":0`, 1)
-	for _, n := range []string{"a", "b", "c", "d"} {
+	for _, n := range []string{"a", "b", "c", "d", "e"} {
 		l.pod("eo", n, nil)
 	}
 	d, c, _ := l.daemon(func(o *Options) { o.Mode = ModeENIOnly })
@@ -65,6 +65,14 @@ func TestENIOnlyMode(t *testing.T) {
 	}
 	if st := d.mgr.stats(); st.InUse != 3 {
 		t.Fatalf("stats %+v", st)
+	}
+	// A pod arriving while the last free slot's ENI is still being
+	// detached waits for it instead of failing.
+	if _, err := c.ReleaseIP(ctxT(t), &rpc.ReleaseIPRequest{K8SPodNamespace: "eo", K8SPodName: "b", K8SPodInfraContainerId: "c-b"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alloc(t, c, "eo", "e", "c-e"); err != nil {
+		t.Fatalf("right after a release: %v", err)
 	}
 }
 

@@ -326,7 +326,9 @@ func (p *ENIPool) plan(ctx context.Context) {
 		p.seq++
 		go p.create(ctx, fmt.Sprintf("eni/%d/%d", now.UnixNano(), p.seq))
 	}
-	if len(p.waiters) > p.creating && p.creating == 0 {
+	// Waiters fail only when nothing is on its way: no creation, and no
+	// ENI being released whose slot a creation could then take.
+	if len(p.waiters) > p.creating && p.creating == 0 && !p.releasingLocked() {
 		err := ErrInsufficientIPs
 		if len(p.enis) >= p.cfg.MaxENI {
 			err = fmt.Errorf("%w: all %d ENIs the instance type allows are in use", ErrNoCapacity, p.cfg.MaxENI)
@@ -482,4 +484,13 @@ func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 		}
 	}
 	return rep, nil
+}
+
+func (p *ENIPool) releasingLocked() bool {
+	for _, r := range p.enis {
+		if r.releasing {
+			return true
+		}
+	}
+	return false
 }

@@ -132,8 +132,15 @@ func (c *MultiIPConfig) defaults() error {
 	return nil
 }
 
-// maxPerCall is how many addresses one Assign (or Create) asks for.
+// maxPerCall is how many addresses one Assign or Unassign call carries
+// (the API's limit).
 const maxPerCall = 10
+
+// maxPerCreate is how many addresses one CreateNetworkInterface asks for:
+// the primary and up to 49 secondaries (the API's limit). An ENI created
+// for a burst comes with as many as the burst needs, so a new ENI costs
+// no Assign call at all (Terway creates with at most 10).
+const maxPerCreate = 50
 
 // Events receives what the pool wants operators to see.
 type Events interface {

@@ -102,7 +102,7 @@ func (p *MultiIP) assign(ctx context.Context, e *eniSlot, k int, key4, key6 stri
 func (p *MultiIP) startCreatesLocked(ctx context.Context, now time.Time, deficit int) {
 	for deficit > 0 && len(p.enis)+p.creating < p.cfg.MaxENI && p.creating < p.cfg.MaxConcurrentCreates &&
 		!now.Before(p.createPause) {
-		k := min(deficit, p.cfg.IPsPerENI, maxPerCall)
+		k := min(deficit, p.cfg.IPsPerENI, maxPerCreate)
 		p.creating++
 		p.inflight += k
 		deficit -= k
