@@ -1,8 +1,3 @@
-// Package daemon is terwayd as a library: it gets ENIs and addresses from
-// the cloud, keeps the pools, persists what every pod holds, reconciles
-// store, pods and cloud, and serves the CNI plugin over gRPC on a unix
-// socket. Many daemons can live in one process (tests, the fleet
-// simulation): a Daemon takes everything it uses from Options.
 package daemon
 
 import (

@@ -146,7 +146,7 @@ func showCommand(g *globals, out io.Writer) *cobra.Command {
 func mappingCommand(g *globals, out io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "mapping",
-		Short: "Compare what pods were given (store) with what the daemon holds (pool); exit 1 if broken",
+		Short: "Three-way mapping: store and pool, instance metadata, pods (and host rules); exit 1 if anything is broken",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, done, err := g.client()

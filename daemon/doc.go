@@ -1,0 +1,32 @@
+// Package daemon is terwayd as a library: it gets ENIs and addresses from
+// the cloud, keeps the pools, persists what every pod holds, reconciles
+// store, pods and cloud, and serves the CNI plugin over gRPC on a unix
+// socket. Many daemons can live in one process (tests, the fleet
+// simulation): a Daemon takes everything it uses from Options — clock,
+// logger, Prometheus registerer, paths, Kubernetes client, the host
+// network namespace — and nothing from process globals.
+//
+// The pieces, each in its own package:
+//   - cloud: ECS/VPC through the unmodified Aliyun SDK (rate limits, one
+//     backoff, ClientTokens persisted before mutating calls, degradation
+//     switches), the metadata service, credentials, the ENI lifecycle and
+//     vSwitch choice.
+//   - ipam: the pools — MultiIP (ENIMultiIP), ENIPool (ENIOnly and
+//     exclusive ENIs in VPC mode), PodCIDR (VPC mode).
+//   - store: the bbolt store of attachments, pods and call intents.
+//   - k8s: the node's pods (an informer), events, node annotation and
+//     condition, dynamic config.
+//   - config: eni_conf. backoff: the named backoff policies.
+//   - hostnet: host rules and routes of released pod addresses.
+//   - deviceplugin: the aliyun/eni kubelet device plugin.
+//   - cnicheck: CNI CHECK of running pods through libcni.
+//   - rpc: the gRPC API (Terway's TerwayBackend and TerwayTracing, plus
+//     Status and GarbageCollect for CNI STATUS and GC).
+//
+// A Daemon runs four loops besides gRPC: the pool's own (demand-driven
+// growth, warm-up, shrink, idle reclaim, sync with metadata), GC
+// (gc_period: store ↔ pods ↔ pool ↔ cloud, orphan sweep, host cleanup),
+// the periodic check (Options.CheckPeriod: the three-way mapping and CNI
+// CHECK, ResourceInvalid events) and publishing capacity (node
+// annotation, SufficientIP condition).
+package daemon
