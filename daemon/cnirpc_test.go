@@ -82,6 +82,9 @@ func TestGarbageCollectReleasesWhatTheRuntimeForgot(t *testing.T) {
 			t.Fatalf("p%d held=%v after GC, want %v", i, ok, want)
 		}
 	}
+	eventually(t, "an AllocIPSucceed event on gc/p0", func() bool {
+		return strings.Contains(strings.Join(podEvents(t, l, "gc", "p0"), "\n"), "AllocIPSucceed: Alloc IP 192.168.")
+	})
 	// Idempotent: nothing more to release.
 	if r, err := c.GarbageCollect(ctxT(t), &rpc.GCRequest{ValidAttachments: []*rpc.Attachment{{ContainerID: "c0"}}}); err != nil || len(r.Released) != 0 {
 		t.Fatalf("second GC: %v %v", r, err)

@@ -81,6 +81,7 @@ func podKey(ns, name string) (string, error) {
 // address back.
 func (b *backend) AllocIP(ctx context.Context, r *rpc.AllocIPRequest) (*rpc.AllocIPReply, error) {
 	d := b.d
+	start := d.clock.Now()
 	key, err := podKey(r.K8SPodNamespace, r.K8SPodName)
 	if err != nil {
 		return nil, err
@@ -129,6 +130,8 @@ func (b *backend) AllocIP(ctx context.Context, r *rpc.AllocIPRequest) (*rpc.Allo
 		d.mgr.release(key, time.Time{})
 		return nil, status.Errorf(codes.Internal, "alloc IP for %s: persist: %v", key, err)
 	}
+	d.kube.PodEvent(pod.Namespace, pod.Name, pod.UID, k8s.Normal, "AllocIPSucceed",
+		fmt.Sprintf("Alloc IP %s took %v", g.ip.IPv4, d.clock.Since(start).Round(time.Millisecond)))
 	return reply, nil
 }
 
