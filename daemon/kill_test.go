@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -52,7 +53,8 @@ func childMain() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	d, err := New(ctx, Options{Mode: ModeENIMultiIP, Config: cfg, NodeName: nodeName, Kube: fake.NewClientset(objs...)})
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	d, err := New(ctx, Options{Mode: ModeENIMultiIP, Config: cfg, NodeName: nodeName, Kube: fake.NewClientset(objs...), Logger: logger})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
@@ -88,10 +90,25 @@ func (l *lab) startChild(pods []string) *child {
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=1", "TERWAYD_TEST_CONFIG="+cfgPath, "TERWAYD_TEST_PODS="+podsPath)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	// The daemon's log goes to a file, shown when the test fails.
+	logf, err := os.CreateTemp(l.dir, "child-*.log")
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		l.t.Fatal(err)
 	}
+	logf.Close()
+	l.t.Cleanup(func() {
+		if l.t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			if len(b) > 20000 {
+				b = b[len(b)-20000:]
+			}
+			l.t.Logf("daemon process log (%s), last part:\n%s", logf.Name(), b)
+		}
+	})
 	c := &child{t: l.t, cmd: cmd}
 	l.t.Cleanup(c.kill)
 	cfg, _ := config.Parse([]byte(l.conf))

@@ -139,7 +139,9 @@ const maxPerCall = 10
 // maxPerCreate is how many addresses one CreateNetworkInterface asks for:
 // the primary and up to 49 secondaries (the API's limit). An ENI created
 // for a burst comes with as many as the burst needs, so a new ENI costs
-// no Assign call at all (Terway creates with at most 10).
+// no Assign call at all (Terway creates with at most 10). With dual stack
+// every address is paired with an IPv6 one, and an ENI that is not
+// attached holds at most 10 of those: maxPerCall then.
 const maxPerCreate = 50
 
 // Events receives what the pool wants operators to see.
@@ -174,7 +176,16 @@ type MultiIP struct {
 	creating    int
 	inflight    int
 	createPause time.Time
-	failures    int
+	// createGen counts creations started, so that a sweep can tell
+	// whether one began while it looked.
+	createGen uint64
+	// createPauseHard: the pause is the instance's ENI limit, which
+	// waiting a backoff does not cure.
+	createPauseHard bool
+	failures        int
+	lastErr         error
+	// retryAt asks Run to plan again when a transient backoff ends.
+	retryAt     time.Time
 	lastChange  time.Time
 	nextReclaim time.Time
 	seq         uint64
@@ -472,8 +483,27 @@ func (p *MultiIP) Run(ctx context.Context) {
 		defer rt.Stop()
 		reclaim = rt.C()
 	}
+	var retry clock.Timer
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
 	for {
+		var retryC <-chan time.Time
+		if at := p.takeRetry(); !at.IsZero() {
+			if retry != nil {
+				retry.Stop()
+			}
+			retry = p.clock.NewTimer(max(0, at.Sub(p.clock.Now())))
+		}
+		if retry != nil {
+			retryC = retry.C()
+		}
 		select {
+		case <-retryC:
+			retry = nil
+			p.plan(ctx)
 		case <-reclaim:
 			p.plan(ctx)
 		case <-ctx.Done():
@@ -606,4 +636,13 @@ func (p *MultiIP) sortedENIsLocked() []*eniSlot {
 func (p *MultiIP) nextKey(kind string) string {
 	p.seq++
 	return fmt.Sprintf("%s/%d/%d", kind, p.clock.Now().UnixNano(), p.seq)
+}
+
+// takeRetry returns and clears the pending retry time.
+func (p *MultiIP) takeRetry() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at := p.retryAt
+	p.retryAt = time.Time{}
+	return at
 }

@@ -103,7 +103,11 @@ func (p *MultiIP) startCreatesLocked(ctx context.Context, now time.Time, deficit
 	for deficit > 0 && len(p.enis)+p.creating < p.cfg.MaxENI && p.creating < p.cfg.MaxConcurrentCreates &&
 		!now.Before(p.createPause) {
 		k := min(deficit, p.cfg.IPsPerENI, maxPerCreate)
+		if p.cfg.DualStack {
+			k = min(k, maxPerCall)
+		}
 		p.creating++
+		p.createGen++
 		p.inflight += k
 		deficit -= k
 		go p.create(ctx, k, p.nextKey("create"))
@@ -121,12 +125,14 @@ func (p *MultiIP) create(ctx context.Context, k int, key string) {
 	now := p.clock.Now()
 	if err != nil {
 		p.noteFailureLocked(now, err)
+		p.createPauseHard = false
 		switch {
 		case cloud.IsExhausted(err) || errors.Is(err, cloud.ErrNoVSwitch):
 			p.starved = true
 			p.createPause = now.Add(p.failureBackoffLocked())
 		case cloud.ErrorCode(err) == cloud.CodeENIPerInstanceLimit:
 			p.createPause = now.Add(p.cfg.ENILimitInhibit)
+			p.createPauseHard = true
 		default:
 			p.createPause = now.Add(p.failureBackoffLocked())
 		}
@@ -199,6 +205,7 @@ func (p *MultiIP) addENILocked(m cloud.ENIMeta, v6 []netip.Addr) *eniSlot {
 // noteFailureLocked counts consecutive failures for the backoff.
 func (p *MultiIP) noteFailureLocked(_ time.Time, err error) {
 	p.failures++
+	p.lastErr = err
 	p.log.Warn("pool growth failed", "err", err, "consecutive", p.failures)
 }
 
@@ -232,7 +239,14 @@ func (p *MultiIP) failHopelessLocked(now time.Time) {
 	if canGrow {
 		return
 	}
+	if at, ok := p.transientRetryLocked(now); ok {
+		p.retryAt = at // a backoff, not a dead end: wait for it
+		return
+	}
 	err := ErrInsufficientIPs
+	if p.failures > 0 && p.lastErr != nil && !p.starved {
+		err = fmt.Errorf("%w: %d consecutive cloud failures, last: %v", ErrInsufficientIPs, p.failures, p.lastErr)
+	}
 	if p.heldLocked()+p.inflight >= p.cfg.Capacity {
 		err = fmt.Errorf("%w: %d addresses (%d ENIs × %d) are in use", ErrNoCapacity, p.heldLocked(), p.cfg.MaxENI, p.cfg.IPsPerENI)
 	}
@@ -245,6 +259,36 @@ func (p *MultiIP) failHopelessLocked(now time.Time) {
 		w.done = true
 	}
 	p.waiters = slices.DeleteFunc(p.waiters, func(w *waiter) bool { return w.done })
+}
+
+// maxTransientFailures is how many consecutive failures waiters sit out
+// before they are failed with the last error: a blip (an InternalError,
+// a timeout) delays pods, a persistent error (credentials, permissions)
+// fails them quickly instead of at the plugin's deadline.
+const maxTransientFailures = 3
+
+// transientRetryLocked reports when growth blocked only by a failure
+// backoff can be tried again. A dry vSwitch (starved), a full node or
+// too many failures in a row are not transient.
+func (p *MultiIP) transientRetryLocked(now time.Time) (time.Time, bool) {
+	if p.starved || p.failures == 0 || p.failures >= maxTransientFailures || p.heldLocked()+p.inflight >= p.cfg.Capacity {
+		return time.Time{}, false
+	}
+	var at time.Time
+	earliest := func(t time.Time) {
+		if t.After(now) && (at.IsZero() || t.Before(at)) {
+			at = t
+		}
+	}
+	for _, e := range p.enis {
+		if !e.deleting && len(e.ips)+e.pending < p.cfg.IPsPerENI {
+			earliest(e.inhibit)
+		}
+	}
+	if len(p.enis)+p.creating < p.cfg.MaxENI && !p.createPauseHard {
+		earliest(p.createPause)
+	}
+	return at, !at.IsZero()
 }
 
 func (p *MultiIP) busyCountLocked() int {

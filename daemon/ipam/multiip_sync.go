@@ -129,9 +129,25 @@ func (p *MultiIP) sweep(ctx context.Context) ([]string, error) {
 	if len(p.cfg.Tags) == 0 {
 		return nil, nil
 	}
+	// An ENI being created is Available and tagged until it is attached:
+	// sweep only when no creation was in flight during the Describe, and
+	// never an ENI the pool knows (one being detached for deletion).
+	p.mu.Lock()
+	busy, gen := p.creating > 0, p.createGen
+	p.mu.Unlock()
+	if busy {
+		return nil, nil
+	}
 	orphans, err := p.node.API.DescribeENIs(ctx, cloud.ENIFilter{Tags: p.cfg.Tags, Status: cloud.StatusAvailable})
 	if err != nil {
 		return nil, fmt.Errorf("sweep orphan ENIs: %w", err)
+	}
+	p.mu.Lock()
+	busy = p.creating > 0 || p.createGen != gen
+	orphans = slices.DeleteFunc(orphans, func(e cloud.ENI) bool { return p.enis[e.ID] != nil })
+	p.mu.Unlock()
+	if busy {
+		return nil, nil
 	}
 	var swept []string
 	for _, e := range orphans {

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -266,13 +267,19 @@ func TestExhaustionAndRecovery(t *testing.T) {
 			t.Fatalf("dry vSwitch error: %v", err)
 		}
 	}
-	// Pods go away; new pods get addresses again without a restart.
-	for i := 0; i < 5; i++ {
-		p.Release(fmt.Sprintf("a/pod-%d", i), time.Time{})
+	// Five pods that got an address go away; new pods get addresses
+	// again without a restart.
+	released := 0
+	for owner := range got {
+		if released == 5 {
+			break
+		}
+		p.Release(owner, time.Time{})
+		released++
 	}
 	more, errs := allocateMany(t, p, "b", 5)
 	if len(errs) > 0 || len(more) != 5 {
-		t.Fatalf("after release: %d, %v", len(more), errs)
+		t.Fatalf("after release: %d, %v; pool %+v", len(more), errs, p.Stats())
 	}
 }
 
@@ -368,5 +375,84 @@ func eventually(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestTransientFailuresDelayPersistentFail: a cloud that fails for a
+// while (more than the client's own retries) delays the pods that wait;
+// one that keeps failing with the same error fails them with that error,
+// without waiting for their deadline.
+func TestTransientFailuresDelayPersistentFail(t *testing.T) {
+	t.Run("transient", func(t *testing.T) {
+		e := newEnv(t, nil)
+		p, _ := e.start()
+		// Enough failures to exhaust the client's retries of one create,
+		// not enough to exhaust the pool's patience.
+		if _, err := e.cloud.AddFault(fakecloud.Fault{Kind: fakecloud.FaultError, Action: "CreateNetworkInterface",
+			Probability: 1, Count: 12, Code: "InternalError", Status: 500}); err != nil {
+			t.Fatal(err)
+		}
+		got, errs := allocateMany(t, p, "t", 3)
+		if len(errs) > 0 || len(got) != 3 {
+			t.Fatalf("%d allocated, errors %v", len(got), errs)
+		}
+		if n := e.cloud.CallCount(fakecloud.CallFilter{Action: "CreateNetworkInterface", Outcome: "InternalError"}); n != 12 {
+			t.Fatalf("%d failed creates, want all 12 injected to have been hit", n)
+		}
+	})
+	t.Run("persistent", func(t *testing.T) {
+		e := newEnv(t, nil)
+		p, _ := e.start()
+		if _, err := e.cloud.AddFault(fakecloud.Fault{Kind: fakecloud.FaultError, Action: "CreateNetworkInterface",
+			Probability: 1, Code: "Forbidden.RAM", Status: 403, Message: "no permission"}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, errs := allocateMany(t, p, "f", 2)
+		if len(errs) != 2 || !errors.Is(errs[0], ErrInsufficientIPs) || !strings.Contains(errs[0].Error(), "Forbidden.RAM") {
+			t.Fatalf("errors %v", errs)
+		}
+		if took := time.Since(start); took > 20*time.Second {
+			t.Fatalf("a persistent error took %v to reach the pods", took)
+		}
+	})
+}
+
+// TestSweepSparesENIsBeingCreated: between Create and Attach a new ENI is
+// Available and tagged like an orphan; a GC sweep at that moment must not
+// delete it from under the creation.
+func TestSweepSparesENIsBeingCreated(t *testing.T) {
+	e := newEnv(t, nil)
+	p, _ := e.start()
+	hold, err := e.cloud.AddFault(fakecloud.Fault{Kind: fakecloud.FaultPause, Action: "AttachNetworkInterface", Step: fakecloud.StepBefore})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := p.Allocate(ctxT(t), "s/pod"); done <- err }()
+	if err := e.cloud.WaitHeld(ctxT(t), hold, 1); err != nil {
+		t.Fatal(err)
+	}
+	visible := func() bool { // past the API's consistency window
+		l, err := e.node.API.DescribeENIs(ctxT(t), cloud.ENIFilter{Tags: e.cfg.Tags, Status: cloud.StatusAvailable})
+		return err == nil && len(l) == 1
+	}
+	eventually(t, "the new ENI visible as Available", visible)
+	swept, err := p.Sweep(ctxT(t))
+	if err != nil || len(swept) != 0 {
+		t.Fatalf("sweep during a creation deleted %v (%v)", swept, err)
+	}
+	e.cloud.RemoveFault(hold)
+	if err := <-done; err != nil {
+		t.Fatalf("allocation after the sweep: %v", err)
+	}
+	// With nothing in flight, a real orphan is swept.
+	if _, err := e.node.API.CreateENI(ctxT(t), cloud.CreateENIRequest{IntentKey: "orphan-1", VSwitchID: vsw1,
+		SecurityGroups: []string{fakecloud.DefaultSecurityGroup}, Tags: e.cfg.Tags}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the orphan visible", visible)
+	if swept, err := p.Sweep(ctxT(t)); err != nil || len(swept) != 1 {
+		t.Fatalf("idle sweep removed %v (%v), want the orphan", swept, err)
 	}
 }
