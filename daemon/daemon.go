@@ -61,8 +61,9 @@ type Options struct {
 	// HostNetNS is the path of the node's host network namespace (e.g.
 	// /proc/self/ns/net). With it, GC also removes the host rules and
 	// routes of the addresses it takes back from pods that are gone, and
-	// the mapping reports host leftovers. Empty: the daemon never touches
-	// the host network.
+	// the mapping reports host leftovers, and the periodic CNI CHECK runs
+	// the plugin in it, as the runtime does. Empty: the daemon never
+	// touches the host network and runs CHECK in its own namespace.
 	HostNetNS string
 	// DevicePluginDir is kubelet's device-plugin directory. Non-empty, the
 	// daemon advertises aliyun/eni there in ENIOnly and VPC modes.
@@ -160,7 +161,8 @@ func (d *Daemon) init(ctx context.Context) error {
 			return err
 		}
 	}
-	d.checker = cnicheck.New(cnicheck.Options{ConfDir: d.cfg.CNIConfDir, BinDirs: []string{d.cfg.CNIBinDir}, CacheDir: d.cfg.CNICacheDir})
+	d.checker = cnicheck.New(cnicheck.Options{ConfDir: d.cfg.CNIConfDir, BinDirs: []string{d.cfg.CNIBinDir}, CacheDir: d.cfg.CNICacheDir,
+		NetNS: d.opts.HostNetNS})
 	st, err := store.Open(d.cfg.StorePath, store.Options{NoSync: d.opts.StoreNoSync, ImportTerway: d.opts.ImportTerwayDB})
 	if err != nil {
 		return err

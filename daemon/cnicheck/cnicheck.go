@@ -67,6 +67,9 @@ type Options struct {
 	// NetworkName selects the configuration with this name; empty means
 	// the first file in lexical order, as kubelet and containerd pick it.
 	NetworkName string
+	// NetNS is the network namespace the plugins run in, the node's host
+	// namespace; empty means the caller's own.
+	NetNS string
 }
 
 // Target names one pod attachment, as the daemon's store records it.
@@ -99,7 +102,10 @@ func New(o Options) *Checker {
 	// An explicit Exec: libcni would otherwise create one lazily on first
 	// use, which races when Checks run concurrently. Plugin stderr of a
 	// successful run is dropped (a failed run's stderr is in the error).
-	exec := &invoke.DefaultExec{RawExec: &invoke.RawExec{}, PluginDecoder: version.PluginDecoder{}}
+	var exec invoke.Exec = &invoke.DefaultExec{RawExec: &invoke.RawExec{}, PluginDecoder: version.PluginDecoder{}}
+	if o.NetNS != "" {
+		exec = nsExec{Exec: exec, path: o.NetNS}
+	}
 	return &Checker{
 		opts:  o,
 		cni:   libcni.NewCNIConfigWithCacheDir(o.BinDirs, o.CacheDir, exec),

@@ -144,6 +144,7 @@ type call struct {
 	IfName      string `json:"ifName"`
 	Args        string `json:"args"`
 	Path        string `json:"path"`
+	HostNetNS   string `json:"hostNetns"`
 	Stdin       struct {
 		Name          string         `json:"name"`
 		CNIVersion    string         `json:"cniVersion"`

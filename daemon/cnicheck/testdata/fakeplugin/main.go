@@ -41,6 +41,8 @@ type call struct {
 	Args        string          `json:"args"`
 	Path        string          `json:"path"`
 	Stdin       json.RawMessage `json:"stdin"`
+	// HostNetNS is the network namespace the plugin ran in.
+	HostNetNS string `json:"hostNetns"`
 }
 
 func main() {
@@ -108,6 +110,7 @@ func record(conf netConf, cmd string, stdin []byte) {
 		Args:        os.Getenv("CNI_ARGS"),
 		Path:        os.Getenv("CNI_PATH"),
 		Stdin:       stdin,
+		HostNetNS:   hostNetNS(),
 	})
 	if err != nil {
 		fail(conf.CNIVersion, 999, "encode record: "+err.Error())
@@ -132,4 +135,14 @@ func emit(v any) {
 func fail(v string, code uint, msg string) {
 	emit(map[string]any{"cniVersion": v, "code": code, "msg": msg})
 	os.Exit(1)
+}
+
+// hostNetNS names the network namespace this process runs in
+// ("net:[inode]").
+func hostNetNS() string {
+	l, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		return "unreadable: " + err.Error()
+	}
+	return l
 }
