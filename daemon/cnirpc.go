@@ -11,11 +11,6 @@ import (
 	"github.com/terway-sim/terway/daemon/store"
 )
 
-// gcGrace protects attachments made just before the runtime took its
-// list of valid attachments: CNI GC's list is a snapshot, and an ADD that
-// finished after it must not be undone.
-const gcGrace = time.Minute
-
 // exhausted reports whether no address can be handed out now: nothing
 // idle and the pool cannot grow (a dry vSwitch, or every address the
 // instance type allows is taken).
@@ -33,6 +28,9 @@ func (d *Daemon) exhausted() bool {
 // dry would otherwise take every node on it out of service.
 func (b *backend) Status(ctx context.Context, _ *rpc.StatusRequest) (*rpc.StatusReply, error) {
 	d := b.d
+	if !d.initialised.Load() {
+		return &rpc.StatusReply{Ready: false, Reason: d.initialising()}, nil
+	}
 	st := d.mgr.stats()
 	r := &rpc.StatusReply{Ready: true, Capacity: int32(d.capacity), InUse: int32(st.InUse), Idle: int32(st.Idle),
 		Exhausted: d.exhausted()}
@@ -45,7 +43,7 @@ func (b *backend) Status(ctx context.Context, _ *rpc.StatusRequest) (*rpc.Status
 
 // GarbageCollect answers CNI GC: the attachments of this node that the
 // runtime does not list as valid are released, like a DEL that never
-// came. Attachments younger than gcGrace, pods with a call in progress
+// came. Attachments younger than cni_gc_grace, pods with a call in progress
 // and sticky reservations are left alone.
 func (b *backend) GarbageCollect(ctx context.Context, r *rpc.GCRequest) (*rpc.GCReply, error) {
 	d := b.d
@@ -91,7 +89,7 @@ func (d *Daemon) gcCandidate(a store.Attachment, valid map[[2]string]bool, now t
 	switch {
 	case a.ContainerID == "", !a.StickyUntil.IsZero(): // a reservation, not an attachment
 		return false
-	case now.Sub(a.CreatedAt) < gcGrace:
+	case now.Sub(a.CreatedAt) < d.cfg.CNIGCGrace.Duration:
 		return false
 	}
 	return !valid[[2]string{a.ContainerID, ifNameOrDefault(a.IfName)}]

@@ -1,16 +1,22 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/terway-sim/terway/daemon/config"
 	"github.com/terway-sim/terway/daemon/rpc"
 )
 
@@ -60,7 +66,7 @@ func TestGarbageCollectReleasesWhatTheRuntimeForgot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a.CreatedAt = a.CreatedAt.Add(-2 * gcGrace)
+		a.CreatedAt = a.CreatedAt.Add(-2 * config.DefaultCNIGCGrace)
 		if err := d.store.Put(a); err != nil {
 			t.Fatal(err)
 		}
@@ -125,5 +131,73 @@ func TestPoolGauges(t *testing.T) {
 			t.Fatalf("gauges %v", got)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// While the daemon initialises, its socket already answers: STATUS says
+// what it is doing, every other call is Unavailable (CNI "try again").
+func TestStatusWhileInitialising(t *testing.T) {
+	l := newLab(t)
+	release := make(chan struct{})
+	held := make(chan struct{}, 1)
+	md := l.cloud.MetadataHandler(node1)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case held <- struct{}{}:
+		default:
+		}
+		<-release
+		md.ServeHTTP(w, r)
+	}))
+	t.Cleanup(slow.Close)
+	l.conf = strings.Replace(l.conf, l.mdURL, slow.URL, 1)
+	cfg := l.daemonConfig()
+	type result struct {
+		d   *Daemon
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		d, err := New(ctxT(t), Options{Mode: ModeENIMultiIP, Config: cfg, NodeName: nodeName, Kube: l.kube, StoreNoSync: true})
+		done <- result{d, err}
+	}()
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the daemon never asked the metadata service")
+	}
+	conn, err := grpc.NewClient("unix://"+cfg.SocketPath, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := rpc.NewTerwayBackendClient(conn)
+	st, err := c.Status(ctxT(t), &rpc.StatusRequest{})
+	if err != nil || st.Ready || !strings.Contains(st.Reason, "initialising: reading the instance") {
+		t.Fatalf("status while initialising: %+v %v", st, err)
+	}
+	l.pod("init", "p", nil)
+	if _, err := alloc(t, c, "init", "p", "c1"); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "initialising") {
+		t.Fatalf("AllocIP while initialising: %v", err)
+	}
+	close(release)
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- r.d.Serve(context.Background()) }()
+	<-r.d.Ready()
+	if st, err := c.Status(ctxT(t), &rpc.StatusRequest{}); err != nil || !st.Ready {
+		t.Fatalf("status once serving: %+v %v", st, err)
+	}
+	if _, err := alloc(t, c, "init", "p", "c1"); err != nil {
+		t.Fatalf("AllocIP once serving: %v", err)
+	}
+	if err := r.d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
 	}
 }

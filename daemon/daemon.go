@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -101,14 +102,26 @@ type Daemon struct {
 
 	grpc     *grpc.Server
 	listener net.Listener
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	ready    chan struct{}
+	// served is closed when the gRPC server has stopped, serveErr is its
+	// result. A stopped server closes (and unlinks) its socket only then,
+	// so whoever stops it waits, or a later daemon's socket would vanish.
+	served   chan struct{}
+	serveErr error
+	// initialised turns true when Serve starts; until then the socket
+	// answers Status with "initialising" and every other call with
+	// Unavailable, so the runtime sees why the node is not ready.
+	initialised atomic.Bool
+	phase       atomic.Pointer[string]
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	ready       chan struct{}
 }
 
-// New prepares a daemon: it takes the node lock, opens the store, reads
-// the instance identity and limits, and restores the pool from the cloud,
-// metadata and store. Serve then starts the background loops and gRPC.
+// New prepares a daemon: it takes the node lock, starts answering on the
+// socket (STATUS says "initialising", other calls are Unavailable), opens
+// the store, reads the instance identity and limits, and restores the pool
+// from the cloud, metadata and store. Serve then starts the background
+// loops and takes calls.
 func New(ctx context.Context, o Options) (*Daemon, error) {
 	if o.Config == nil {
 		o.Config = config.Defaults()
@@ -156,6 +169,9 @@ func (d *Daemon) init(ctx context.Context) error {
 		return err
 	}
 	d.lock = lock
+	if err := d.listen(); err != nil {
+		return err
+	}
 	if d.opts.HostNetNS != "" {
 		if d.host, err = hostnet.Open(d.opts.HostNetNS); err != nil {
 			return err
@@ -163,6 +179,7 @@ func (d *Daemon) init(ctx context.Context) error {
 	}
 	d.checker = cnicheck.New(cnicheck.Options{ConfDir: d.cfg.CNIConfDir, BinDirs: []string{d.cfg.CNIBinDir}, CacheDir: d.cfg.CNICacheDir,
 		NetNS: d.opts.HostNetNS})
+	d.setPhase("opening the store")
 	st, err := store.Open(d.cfg.StorePath, store.Options{NoSync: d.opts.StoreNoSync, ImportTerway: d.opts.ImportTerwayDB})
 	if err != nil {
 		return err
@@ -171,14 +188,45 @@ func (d *Daemon) init(ctx context.Context) error {
 	for _, w := range st.Warnings() {
 		d.log.Warn("store", "warning", w)
 	}
+	d.setPhase("starting the Kubernetes client")
 	d.kube = k8s.New(d.opts.Kube, d.opts.NodeName, d.cfg.CustomStatefulWorkloadKinds, d.log)
 	if err := d.kube.Start(ctx); err != nil {
 		return err
 	}
+	d.setPhase("reading the instance and its limits from the cloud")
 	if err := d.initCloud(ctx); err != nil {
 		return err
 	}
+	d.setPhase("restoring the pool")
 	return d.initPool(ctx)
+}
+
+// listen serves gRPC on the socket from the start of initialisation, so
+// that CNI STATUS can tell "initialising" from "no daemon" (see
+// Daemon.initialised).
+func (d *Daemon) listen() error {
+	ln, err := listenUnix(d.cfg.SocketPath)
+	if err != nil {
+		return err
+	}
+	d.listener = ln
+	d.grpc = grpc.NewServer(grpc.UnaryInterceptor(d.interceptor))
+	rpc.RegisterTerwayBackendServer(d.grpc, &backend{d: d})
+	rpc.RegisterTerwayTracingServer(d.grpc, &tracing{d: d})
+	d.served = make(chan struct{})
+	go func() { d.serveErr = d.grpc.Serve(ln); close(d.served) }()
+	return nil
+}
+
+func (d *Daemon) setPhase(p string) { d.phase.Store(&p) }
+
+// initialising says what a daemon that does not serve yet is doing.
+func (d *Daemon) initialising() string {
+	p := "starting"
+	if s := d.phase.Load(); s != nil {
+		p = *s
+	}
+	return "terwayd is initialising: " + p
 }
 
 // backoffSet turns backoff_override into the one backoff mechanism.
@@ -331,15 +379,7 @@ func (d *Daemon) initPool(ctx context.Context) error {
 // Serve starts the background loops and serves gRPC on the configured
 // socket until ctx ends or Close is called.
 func (d *Daemon) Serve(ctx context.Context) error {
-	ln, err := listenUnix(d.cfg.SocketPath)
-	if err != nil {
-		return err
-	}
-	d.listener = ln
 	ctx, d.cancel = context.WithCancel(ctx)
-	d.grpc = grpc.NewServer(grpc.UnaryInterceptor(d.interceptor))
-	rpc.RegisterTerwayBackendServer(d.grpc, &backend{d: d})
-	rpc.RegisterTerwayTracingServer(d.grpc, &tracing{d: d})
 	d.wg.Add(4)
 	go func() { defer d.wg.Done(); d.mgr.run(ctx) }()
 	go func() { defer d.wg.Done(); d.checkLoop(ctx) }()
@@ -354,13 +394,14 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	}
 	go func() { defer d.wg.Done(); d.gcLoop(ctx) }()
 	go func() { defer d.wg.Done(); d.publishLoop(ctx) }()
+	d.initialised.Store(true)
 	close(d.ready)
 	d.log.Info("serving", "socket", d.cfg.SocketPath, "mode", d.mode, "capacity", d.capacity)
-	err = d.grpc.Serve(ln)
-	if errors.Is(err, grpc.ErrServerStopped) {
+	<-d.served
+	if errors.Is(d.serveErr, grpc.ErrServerStopped) {
 		return nil
 	}
-	return err
+	return d.serveErr
 }
 
 // Ready is closed once Serve accepts calls.
@@ -381,6 +422,10 @@ func (d *Daemon) Close() error {
 
 func (d *Daemon) closeResources() error {
 	var err error
+	if d.grpc != nil {
+		d.grpc.Stop() // a no-op after Close's GracefulStop
+		<-d.served
+	}
 	if d.kube != nil {
 		d.kube.Stop()
 	}

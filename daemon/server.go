@@ -27,6 +27,9 @@ const maxRPC = 118 * time.Second
 const ErrPodProcessing = "already processing"
 
 func (d *Daemon) interceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if !d.initialised.Load() && info.FullMethod != rpc.TerwayBackend_Status_FullMethodName {
+		return nil, status.Error(codes.Unavailable, d.initialising())
+	}
 	ctx, cancel := context.WithTimeout(ctx, maxRPC)
 	defer cancel()
 	start := d.clock.Now()

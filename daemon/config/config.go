@@ -67,6 +67,7 @@ const (
 	DefaultIPPoolSyncPeriod          = 120 * time.Second
 	DefaultMetadataEndpoint          = "http://100.100.100.200"
 	DefaultGCPeriod                  = 5 * time.Minute
+	DefaultCNIGCGrace                = time.Minute
 	DefaultPoolCheckPeriod           = 2 * time.Minute
 	DefaultStickyTime                = 5 * time.Minute
 	DefaultStorePath                 = "/var/lib/cni/terway/ResRelation.db"
@@ -170,6 +171,9 @@ type Config struct {
 	ClusterID string `json:"cluster_id,omitempty"`
 	// GCPeriod is how often store, pods and cloud are reconciled.
 	GCPeriod Duration `json:"gc_period"`
+	// CNIGCGrace protects attachments younger than this from CNI GC: the
+	// runtime may have listed its valid attachments just before an ADD.
+	CNIGCGrace Duration `json:"cni_gc_grace"`
 	// PoolCheckPeriod is how often the pool is reconciled.
 	PoolCheckPeriod Duration `json:"pool_check_period"`
 	// ReuseCooldown is how long a released IP waits before reuse.
@@ -231,6 +235,7 @@ func Defaults() *Config {
 		EnablePatchPodIPs:         true,
 		MetadataEndpoint:          DefaultMetadataEndpoint,
 		GCPeriod:                  Duration{DefaultGCPeriod},
+		CNIGCGrace:                Duration{DefaultCNIGCGrace},
 		PoolCheckPeriod:           Duration{DefaultPoolCheckPeriod},
 		StickyTime:                Duration{DefaultStickyTime},
 		StorePath:                 DefaultStorePath,

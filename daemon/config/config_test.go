@@ -53,6 +53,7 @@ func TestDefaults(t *testing.T) {
 		{"endpoint", d.Endpoint, ""},
 		{"metadata_endpoint", d.MetadataEndpoint, "http://100.100.100.200"},
 		{"gc_period", d.GCPeriod.Duration, 5 * time.Minute},
+		{"cni_gc_grace", d.CNIGCGrace.Duration, time.Minute},
 		{"pool_check_period", d.PoolCheckPeriod.Duration, 2 * time.Minute},
 		{"reuse_cooldown", d.ReuseCooldown.Duration, time.Duration(0)},
 		{"sticky_time", d.StickyTime.Duration, 5 * time.Minute},
@@ -113,7 +114,7 @@ func TestKeys(t *testing.T) {
 		// ours
 		"cluster_id", "degradation", "ecs_endpoint", "endpoint", "gc_period", "metadata_endpoint",
 		"metadata_lag_timeout", "pool_check_period", "reuse_cooldown", "socket_path", "sticky_time",
-		"store_path", "vpc_endpoint", "not_ready_on_ip_exhaustion", "ip_exhausted_inhibit", "vswitch_cache_ttl", "cni_conf_dir", "cni_bin_dir", "cni_cache_dir",
+		"store_path", "vpc_endpoint", "not_ready_on_ip_exhaustion", "ip_exhausted_inhibit", "vswitch_cache_ttl", "cni_conf_dir", "cni_bin_dir", "cni_cache_dir", "cni_gc_grace",
 	}
 	slices.Sort(want)
 	if got := Keys(); !slices.Equal(got, want) {
@@ -156,7 +157,7 @@ func TestParseValues(t *testing.T) {
 		"vpc_endpoint": "https://vpc.example:8443",
 		"metadata_endpoint": "http://127.0.0.1:9000",
 		"cluster_id": "c-1",
-		"gc_period": "1s", "pool_check_period": "500ms", "reuse_cooldown": "3s",
+		"gc_period": "1s", "pool_check_period": "500ms", "reuse_cooldown": "3s", "cni_gc_grace": "2s",
 		"sticky_time": "0s", "degradation": "no_release",
 		"store_path": "/tmp/x/store.db", "socket_path": "/tmp/x/eni.socket",
 		"metadata_lag_timeout": "2s"
@@ -209,6 +210,7 @@ func TestParseValues(t *testing.T) {
 		{"metadata_endpoint", c.MetadataEndpoint, "http://127.0.0.1:9000"},
 		{"cluster_id", c.ClusterID, "c-1"},
 		{"gc_period", c.GCPeriod.Duration, time.Second},
+		{"cni_gc_grace", c.CNIGCGrace.Duration, 2 * time.Second},
 		{"pool_check_period", c.PoolCheckPeriod.Duration, 500 * time.Millisecond},
 		{"reuse_cooldown", c.ReuseCooldown.Duration, 3 * time.Second},
 		{"sticky_time", c.StickyTime.Duration, time.Duration(0)},

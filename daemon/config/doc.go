@@ -161,6 +161,9 @@
 //     daemon creates, so that orphan sweeps touch only this cluster's ENIs.
 //   - gc_period (duration > 0, "5m"): how often store, pods and cloud are
 //     reconciled and leaks returned.
+//   - cni_gc_grace (duration >= 0, "1m"): CNI GC leaves attachments younger
+//     than this alone, since the runtime's list of valid attachments is a
+//     snapshot that an ADD finishing after it is missing from.
 //   - pool_check_period (duration > 0, "2m"): how often the pool is
 //     reconciled.
 //   - reuse_cooldown (duration >= 0, "0s"): how long a released IP waits before
