@@ -1,0 +1,36 @@
+package datapath
+
+// Check verifies every object Setup creates: links (present, up, MTU),
+// addresses, neighbours, routes, rules, the sysctls that matter and the
+// tbf qdiscs when bandwidth is limited. It changes nothing. Its error
+// names the first broken object, e.g.
+// `rule 512 "to 192.168.1.5 lookup main": missing` or
+// `link eth0 in pod: down`.
+func Check(s *Spec) error {
+	if err := s.validate(); err != nil {
+		return err
+	}
+	e, err := openEnv(s, true)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	var b *built
+	switch s.Kind {
+	case PolicyRoute:
+		b, err = e.checkPolicyRoute()
+	case VPCRoute:
+		b, err = e.checkVPCRoute()
+	case ExclusiveENI:
+		b, err = e.checkExclusiveENI()
+	}
+	if err != nil {
+		return err
+	}
+	for _, o := range b.objects {
+		if err := o.check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,171 @@
+package datapath
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+const (
+	netlinkFamilyV4 = netlink.FAMILY_V4
+	netlinkFamilyV6 = netlink.FAMILY_V6
+)
+
+// dumpAttempts bounds retries of a netlink dump the kernel flagged as
+// interrupted (NLM_F_DUMP_INTR): concurrent Setups of pods on one node
+// change links, routes and rules while others list them.
+const dumpAttempts = 10
+
+// nlh is a netlink handle bound to one namespace, with dumps that retry
+// when interrupted.
+type nlh struct {
+	*netlink.Handle
+	// where is "host" or "pod", for messages.
+	where string
+}
+
+// newNLH opens a netlink socket inside n.
+func newNLH(n ns.NetNS, where string) (*nlh, error) {
+	h, err := netlink.NewHandleAt(netns.NsHandle(int(n.Fd())), unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("netlink handle in %s network namespace %s: %w", where, n.Path(), err)
+	}
+	return &nlh{Handle: h, where: where}, nil
+}
+
+// retryDump repeats f while the kernel reports the dump inconsistent.
+func retryDump[T any](f func() (T, error)) (T, error) {
+	for i := 1; ; i++ {
+		v, err := f()
+		if !errors.Is(err, netlink.ErrDumpInterrupted) || i == dumpAttempts {
+			return v, err
+		}
+	}
+}
+
+func (h *nlh) links() ([]netlink.Link, error) {
+	return retryDump(h.LinkList)
+}
+
+func (h *nlh) addrs(l netlink.Link, fam int) ([]netlink.Addr, error) {
+	return retryDump(func() ([]netlink.Addr, error) { return h.AddrList(l, fam) })
+}
+
+// tableRoutes lists the routes of one table.
+func (h *nlh) tableRoutes(fam, table int) ([]netlink.Route, error) {
+	return retryDump(func() ([]netlink.Route, error) {
+		return h.RouteListFiltered(fam, &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
+	})
+}
+
+func (h *nlh) rules(fam int) ([]netlink.Rule, error) {
+	return retryDump(func() ([]netlink.Rule, error) { return h.RuleList(fam) })
+}
+
+func (h *nlh) neighs(index, fam int) ([]netlink.Neigh, error) {
+	return retryDump(func() ([]netlink.Neigh, error) { return h.NeighList(index, fam) })
+}
+
+func (h *nlh) qdiscs(l netlink.Link) ([]netlink.Qdisc, error) {
+	return retryDump(func() ([]netlink.Qdisc, error) { return h.QdiscList(l) })
+}
+
+func (h *nlh) filters(l netlink.Link, parent uint32) ([]netlink.Filter, error) {
+	return retryDump(func() ([]netlink.Filter, error) { return h.FilterList(l, parent) })
+}
+
+// linkByName returns the link or nil when there is none.
+func (h *nlh) linkByName(name string) (netlink.Link, error) {
+	l, err := h.LinkByName(name)
+	var notFound netlink.LinkNotFoundError
+	if errors.As(err, &notFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find link %s in %s: %w", name, h.where, err)
+	}
+	return l, nil
+}
+
+// linkByMAC finds the link with hardware address mac, whatever its type
+// (ENIs are physical NICs in production and veths in the lab), or nil.
+func (h *nlh) linkByMAC(mac net.HardwareAddr) (netlink.Link, error) {
+	links, err := h.links()
+	if err != nil {
+		return nil, fmt.Errorf("list links in %s: %w", h.where, err)
+	}
+	for _, l := range links {
+		if bytes.Equal(l.Attrs().HardwareAddr, mac) {
+			return l, nil
+		}
+	}
+	return nil, nil
+}
+
+// deleteLink deletes l; a link already gone is not an error.
+func (h *nlh) deleteLink(l netlink.Link) error {
+	err := h.LinkDel(l)
+	if err == nil || gone(err) {
+		return nil
+	}
+	return fmt.Errorf("delete link %s in %s: %w", l.Attrs().Name, h.where, err)
+}
+
+// gone reports errors meaning the object to remove is already absent.
+func gone(err error) bool {
+	var notFound netlink.LinkNotFoundError
+	return errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOENT) ||
+		errors.Is(err, unix.ESRCH) || errors.Is(err, unix.EADDRNOTAVAIL) || errors.As(err, &notFound)
+}
+
+// ipNet converts a prefix for netlink.
+func ipNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+// prefixOf converts a netlink prefix back; nil is the invalid prefix.
+func prefixOf(n *net.IPNet) netip.Prefix {
+	if n == nil {
+		return netip.Prefix{}
+	}
+	a, ok := netip.AddrFromSlice(n.IP)
+	if !ok {
+		return netip.Prefix{}
+	}
+	ones, _ := n.Mask.Size()
+	return netip.PrefixFrom(a.Unmap(), ones)
+}
+
+// addrOf converts a netlink address; nil is the invalid address.
+func addrOf(ip net.IP) netip.Addr {
+	a, ok := netip.AddrFromSlice(ip)
+	if !ok {
+		return netip.Addr{}
+	}
+	return a.Unmap()
+}
+
+// isDefault reports whether a route destination is the default route,
+// which netlink reports as nil or as 0.0.0.0/0 (::/0).
+func isDefault(dst *net.IPNet) bool {
+	p := prefixOf(dst)
+	return dst == nil || (p.IsValid() && p.Bits() == 0)
+}
+
+// sameDst compares route destinations, treating nil as the default route.
+func sameDst(a, b *net.IPNet) bool {
+	if isDefault(a) || isDefault(b) {
+		return isDefault(a) && isDefault(b)
+	}
+	return prefixOf(a) == prefixOf(b)
+}
+
+// isUp reports the administrative state.
+func isUp(l netlink.Link) bool { return l.Attrs().Flags&net.FlagUp != 0 }

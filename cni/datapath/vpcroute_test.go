@@ -1,0 +1,61 @@
+package datapath
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+)
+
+func TestVPCRoute(t *testing.T) {
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			n := newNode(t)
+			nodeBefore := dump(t, n.nl)
+			s := n.spec(VPCRoute, 0, v.o)
+			pod := newPod(t, s)
+			ph := handle(t, pod)
+			podBefore := dump(t, ph)
+
+			res, err := Setup(s)
+			if err != nil {
+				t.Fatalf("Setup: %v", err)
+			}
+			hostVeth := n.link(t, n.nl, s.HostVeth)
+			requireResult(t, res, s, hostVeth, n.link(t, ph, "eth0"), linkGatewayV4, linkGatewayV6)
+			nodeDump, podDump := dump(t, n.nl), dump(t, ph)
+			requireLines(t, "pod", podDump, wantVethPod(s, hostVeth.Attrs().HardwareAddr.String())...)
+			requireLines(t, "node", nodeDump, wantVethHost(s)...)
+			requireNoLine(t, "node", nodeDump, "rule 512 ", "rule 2048 ", fmt.Sprintf("link %s veth up", eniName))
+			requireHostSysctls(t, n, s, s.HostVeth)
+			requirePodSysctls(t, pod, s, "eth0")
+			if err := Check(s); err != nil {
+				t.Fatalf("Check after Setup: %v", err)
+			}
+			setup(t, s)
+			requireSame(t, "node after a second Setup", nodeDump, dump(t, n.nl))
+			requireSame(t, "pod after a second Setup", podDump, dump(t, ph))
+
+			// Two pods of the node's podCIDR reach each other through it.
+			s2 := n.spec(VPCRoute, 1, v.o)
+			pod2 := newPod(t, s2)
+			setup(t, s2)
+			udpEcho(t, pod2, netip.AddrPortFrom(s2.IPv4, 9))
+			reach(t, pod, s.IPv4, netip.AddrPortFrom(s2.IPv4, 9))
+			if s.IPv6.IsValid() {
+				udpEcho(t, pod2, netip.AddrPortFrom(s2.IPv6, 9))
+				reach(t, pod, s.IPv6, netip.AddrPortFrom(s2.IPv6, 9))
+			}
+
+			for _, sp := range []*Spec{s, s2} {
+				for range 2 {
+					if err := Teardown(sp); err != nil {
+						t.Fatalf("Teardown %s: %v", sp.IPv4, err)
+					}
+				}
+			}
+			// VPCRoute shares nothing: the node is as before.
+			requireSame(t, "node after Teardown", nodeBefore, dump(t, n.nl))
+			requireSame(t, "pod after Teardown", podBefore, dump(t, ph))
+		})
+	}
+}

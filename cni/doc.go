@@ -1,0 +1,87 @@
+// Package cni is the Terway-style CNI plugin: the `terway` binary that a
+// container runtime runs for every pod interface. It asks terwayd (the
+// node daemon, package daemon) for the pod's address over gRPC on a unix
+// socket and builds the pod's network with package cni/datapath.
+//
+// # Verbs
+//
+// Spec versions 0.3.1, 0.4.0, 1.0.0 and 1.1.0, standalone or in a
+// conflist; results are converted to the config's cniVersion.
+//
+//   - ADD: per-container lock → AllocIP → pick the datapath from the
+//     reply's IPType (TypeENIMultiIP → PolicyRoute, TypeVPCENI →
+//     ExclusiveENI, TypeVPCIP → VPCRoute; eniip_virtual_type IPVlan and
+//     datapathv2 fall back to PolicyRoute with a VirtualModeChanged pod
+//     event, there being no ipvlan or eBPF datapath here) → write the
+//     state file → datapath.Setup under the node-wide lock → result. A
+//     failure after AllocIP tears down, releases the address ("roll back
+//     ip for error: …") and removes the state file.
+//   - DEL: idempotent. Teardown from the state file (else the daemon's
+//     record via GetIPInfo, else, with the daemon down, prevResult), then
+//     ReleaseIP ("normal release"), then the state file goes. An empty or
+//     vanished netns, a daemon that is down, late or "already processing"
+//     do not fail it: the daemon's GC reclaims what a DEL could not.
+//   - CHECK: the state file must exist (else code 3), prevResult and the
+//     daemon's record (GetIPInfo, skipped when unreachable) must name the
+//     same addresses, and datapath.Check must find every object.
+//   - GC: tears down every attachment whose state file is not in
+//     cni.dev/valid-attachments, then the daemon's GarbageCollect releases
+//     the rest.
+//   - STATUS: the daemon's Status: unreachable or not ready → code 50.
+//
+// # Network configuration
+//
+// Standard keys: cniVersion, name, type, capabilities, runtimeConfig,
+// args, prevResult, ipam and dns (ipam is ignored), and the runtime's
+// cni.dev/ keys. Terway's keys: eniip_virtual_type (Veth | IPVlan |
+// datapathv2, any case; default Veth), host_stack_cidrs, disable_host_peer,
+// mtu (default 1500, 1280..65535), veth_prefix (default "cali", at most 4
+// characters), debug (log level Debug). Terway keys accepted and ignored
+// with a log line: vlan_strip_type, ip_stack, bandwidth_mode,
+// enable_network_priority, symmetric_routing_config,
+// network_policy_provider, cilium_args, auto_mtu, trunk_on, enable_ebpf.
+// This plugin's keys: socket_path (default /var/run/eni/eni.socket),
+// state_dir (default /var/lib/cni/terway), log_file (default: stderr;
+// never stdout, which carries the result). Any other key is an error.
+//
+// # State
+//
+// state_dir holds <containerID>-<ifname>.json per attachment (the
+// datapath.Spec and the pod's identity; 0600, written atomically, dir
+// 0700), written before Setup, so DEL and GC can undo an attachment
+// without the daemon; <containerID>.container.lock serialises the
+// invocations of one container; datapath.lock serialises the datapath
+// work of the node (polled every 200 ms, 11 s at most, like Terway's). The
+// daemon calls stay outside the node-wide lock.
+//
+// # Timeout chain
+//
+// Connecting to the socket takes at most ConnectTimeout (5 s); an
+// invocation's work at most Timeout (45 s), and the rollback of a failed
+// ADD at most 10 s more, so the plugin answers within 55 s: under CRI-O's
+// 60 s and kubelet's 2-minute runtimeRequestTimeout. The daemon caps each
+// RPC at 118 s and finishes an allocation whose caller gave up, so the
+// runtime's retry of the ADD gets the same address at once. STATUS takes
+// at most 4 s (kubelet asks every 5 s).
+//
+// # Errors
+//
+// JSON {cniVersion, code, msg} on stdout, exit status 1:
+//
+//	1   unsupported cniVersion (also CHECK before 0.4.0, GC/STATUS before 1.1.0)
+//	2   unknown config key (the message names the key and its value)
+//	3   CHECK of a container without state, or one the daemon no longer holds
+//	4   missing CNI_* variable; CNI_ARGS malformed, with unknown keys
+//	    without IgnoreUnknown=1, or (ADD) without the pod's name
+//	5   I/O: state dir, log file
+//	6   stdin is not JSON
+//	7   invalid config value (eniip_virtual_type, host_stack_cidrs, mtu,
+//	    veth_prefix, relative paths, prevResult)
+//	11  try again later: daemon unreachable (the message names the
+//	    socket), gRPC Unavailable, ResourceExhausted (no address now),
+//	    DeadlineExceeded, NotFound, "already processing", a lock held too
+//	    long; GC with the daemon unreachable
+//	50  STATUS: daemon unreachable or not ready (its reason)
+//	999 anything else: a datapath failure or CHECK mismatch (naming the
+//	    object), another daemon error
+package cni
