@@ -1,0 +1,215 @@
+package e2e
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/terway-sim/terway/daemon"
+)
+
+// tamper breaks one object of a pod's datapath.
+type tamper struct {
+	name string
+	want string // CHECK's error must mention this (case-insensitive)
+	do   func(t *testing.T, p *pod)
+}
+
+func inNode(t *testing.T, p *pod, fn func(h *netlink.Handle) error) {
+	t.Helper()
+	h, err := handle(p.n.ln.NetNSPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := fn(h); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func inPod(t *testing.T, p *pod, fn func(h *netlink.Handle) error) {
+	t.Helper()
+	h, err := handle(p.netns.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := fn(h); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func hostVeth(h *netlink.Handle, p *pod) (netlink.Link, error) {
+	for _, i := range p.result.Interfaces {
+		if i.Sandbox == "" {
+			return h.LinkByName(i.Name)
+		}
+	}
+	return nil, unix.ENOENT
+}
+
+func podRule(h *netlink.Handle, p *pod, prio int) (*netlink.Rule, error) {
+	rules, err := h.RuleList(netlink.FAMILY_V4)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rules {
+		if r.Priority != prio {
+			continue
+		}
+		if (r.Dst != nil && r.Dst.IP.Equal(p.ip.AsSlice())) || (r.Src != nil && r.Src.IP.Equal(p.ip.AsSlice())) {
+			return &r, nil
+		}
+	}
+	return nil, unix.ENOENT
+}
+
+func host32(a netip.Addr) *net.IPNet { return &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(32, 32)} }
+
+var tampers = []tamper{
+	{"pod address", "address", func(t *testing.T, p *pod) {
+		inPod(t, p, func(h *netlink.Handle) error {
+			l, err := h.LinkByName("eth0")
+			if err != nil {
+				return err
+			}
+			return h.AddrDel(l, &netlink.Addr{IPNet: host32(p.ip)})
+		})
+	}},
+	{"host route", "route", func(t *testing.T, p *pod) {
+		inNode(t, p, func(h *netlink.Handle) error {
+			l, err := hostVeth(h, p)
+			if err != nil {
+				return err
+			}
+			return h.RouteDel(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: host32(p.ip), Scope: netlink.SCOPE_LINK})
+		})
+	}},
+	{"rule 512", "512", func(t *testing.T, p *pod) {
+		inNode(t, p, func(h *netlink.Handle) error {
+			r, err := podRule(h, p, 512)
+			if err != nil {
+				return err
+			}
+			return h.RuleDel(r)
+		})
+	}},
+	{"rule 2048", "2048", func(t *testing.T, p *pod) {
+		inNode(t, p, func(h *netlink.Handle) error {
+			r, err := podRule(h, p, 2048)
+			if err != nil {
+				return err
+			}
+			return h.RuleDel(r)
+		})
+	}},
+	{"table default route", "default", func(t *testing.T, p *pod) {
+		inNode(t, p, func(h *netlink.Handle) error {
+			r, err := podRule(h, p, 2048)
+			if err != nil {
+				return err
+			}
+			routes, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: r.Table}, netlink.RT_FILTER_TABLE)
+			if err != nil {
+				return err
+			}
+			for _, rt := range routes {
+				if rt.Dst == nil || rt.Dst.IP.IsUnspecified() {
+					return h.RouteDel(&rt)
+				}
+			}
+			return unix.ENOENT
+		})
+	}},
+	{"neighbour", "neigh", func(t *testing.T, p *pod) {
+		inPod(t, p, func(h *netlink.Handle) error {
+			l, err := h.LinkByName("eth0")
+			if err != nil {
+				return err
+			}
+			return h.NeighDel(&netlink.Neigh{LinkIndex: l.Attrs().Index, IP: net.ParseIP("169.254.1.1"), Family: netlink.FAMILY_V4})
+		})
+	}},
+	{"MTU", "mtu", func(t *testing.T, p *pod) {
+		inPod(t, p, func(h *netlink.Handle) error {
+			l, err := h.LinkByName("eth0")
+			if err != nil {
+				return err
+			}
+			return h.LinkSetMTU(l, 1400)
+		})
+	}},
+	{"link down", "down", func(t *testing.T, p *pod) {
+		inNode(t, p, func(h *netlink.Handle) error {
+			l, err := hostVeth(h, p)
+			if err != nil {
+				return err
+			}
+			return h.LinkSetDown(l)
+		})
+	}},
+	{"qdisc", "tbf", func(t *testing.T, p *pod) {
+		inNode(t, p, func(h *netlink.Handle) error {
+			l, err := hostVeth(h, p)
+			if err != nil {
+				return err
+			}
+			qs, err := h.QdiscList(l)
+			if err != nil {
+				return err
+			}
+			for _, q := range qs {
+				if q.Type() == "tbf" {
+					return h.QdiscDel(q)
+				}
+			}
+			return unix.ENOENT
+		})
+	}},
+}
+
+func withBandwidth(p *corev1.Pod) {
+	p.Annotations = map[string]string{"k8s.aliyun.com/ingress-bandwidth": "10M", "k8s.aliyun.com/egress-bandwidth": "5M"}
+}
+
+// TestCheckFailsForEachTampering breaks each object of a PolicyRoute pod
+// in turn: CHECK must fail naming it, DEL must still clean up, and the
+// daemon's periodic CHECK must report a broken pod.
+func TestCheckFailsForEachTampering(t *testing.T) {
+	e := newEnv(t)
+	n := e.node(1, nodeOpts{})
+	for _, tp := range tampers {
+		p := n.newPod("t-"+strings.ToLower(strings.ReplaceAll(tp.name, " ", "-")), withBandwidth)
+		p.mustAdd("1.0.0")
+		if err := p.check("1.0.0"); err != nil {
+			t.Fatalf("%s: CHECK before tampering: %v", tp.name, err)
+		}
+		tp.do(t, p)
+		err := p.check("1.0.0")
+		if err == nil || !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(tp.want)) {
+			t.Fatalf("%s: CHECK after tampering = %v, want an error naming %q", tp.name, err, tp.want)
+		}
+		t.Logf("%s: %v", tp.name, err)
+		if tp.name == "link down" {
+			// The daemon's own periodic CHECK runs the plugin too.
+			if err := n.d.Check(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			assertEvent(t, n, p.name, "ResourceInvalid")
+		}
+		p.mustDel("1.0.0")
+		assertClean(t, n, p.ip)
+	}
+}
+
+var (
+	_ = ns.NetNS(nil)
+	_ = daemon.ModeVPC
+)

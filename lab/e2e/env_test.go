@@ -1,0 +1,347 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk"
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
+	"github.com/aliyun/alibaba-cloud-sdk-go/services/vpc"
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/pkg/version"
+	"github.com/containernetworking/plugins/pkg/ns"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/terway-sim/terway/daemon"
+	"github.com/terway-sim/terway/daemon/config"
+	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/lab"
+)
+
+const (
+	testAK, testSK = "LTAIe2eTestKey", "e2e-test-secret"
+	clusterCIDR    = "172.20.0.0/16"
+)
+
+// specVersions are the CNI spec versions the plugin supports.
+var specVersions = []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"}
+
+// env is one fakecloud, its fabric and the API endpoint the daemons use.
+type env struct {
+	t      testing.TB
+	cloud  *fakecloud.Cloud
+	fabric *lab.Fabric
+	api    *httptest.Server
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	spec := fakecloud.DefaultSpec()
+	spec.AccessKeys = []fakecloud.AccessKeySpec{{ID: testAK, Secret: testSK}}
+	f, err := lab.NewFabric(lab.FabricOptions{Name: fmt.Sprintf("e%04x", rand.IntN(1<<16)), NetNSDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := f.Close(); err != nil {
+			t.Errorf("close fabric: %v", err)
+		}
+	})
+	fc, err := fakecloud.New(fakecloud.Options{Spec: &spec, Seed: 7, TimeScale: 0.01, Hypervisor: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fc.Close() })
+	if err := f.Serve(fc.MetadataBySourceHandler(), fc); err != nil {
+		t.Fatal(err)
+	}
+	api := httptest.NewServer(fc)
+	t.Cleanup(api.Close)
+	if err := fc.WaitHypervisor(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, cloud: fc, fabric: f, api: api}
+}
+
+func ctxT(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// instanceIDs of the default world: node-1..3 in vSwitches 192.168.0-2.0/24.
+func instanceID(i int) string { return fmt.Sprintf("i-bp1lab000000000000%d", i) }
+
+// node is one lab node with its daemon and its CNI files.
+type node struct {
+	e       *env
+	name    string
+	id      string
+	ln      *lab.Node
+	kube    *fake.Clientset
+	dir     string
+	mode    string
+	podCIDR string
+	vtype   string // eniip_virtual_type
+	d       *daemon.Daemon
+	stop    func()
+	logs    *logBuffer
+}
+
+// nodeOpts adjust a node before its daemon starts.
+type nodeOpts struct {
+	mode    string // daemon mode, default ENIMultiIP
+	vtype   string // eniip_virtual_type, default Veth
+	podCIDR string // VPC mode
+	conf    map[string]any
+}
+
+func (e *env) node(i int, o nodeOpts) *node {
+	e.t.Helper()
+	return e.nodeFor(instanceID(i), fmt.Sprintf("node-%d", i), o)
+}
+
+// nodeFor starts the daemon of the lab node of an instance.
+func (e *env) nodeFor(id, name string, o nodeOpts) *node {
+	t := e.t
+	t.Helper()
+	if o.mode == "" {
+		o.mode = daemon.ModeENIMultiIP
+	}
+	if o.vtype == "" {
+		o.vtype = "Veth"
+	}
+	ln, ok := e.fabric.Node(id)
+	if !ok {
+		t.Fatalf("no lab node for %s", id)
+	}
+	dir, err := os.MkdirTemp("", "e2e") // short: unix socket paths ≤ 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	n := &node{e: e, name: name, id: id, ln: ln, dir: dir, mode: o.mode,
+		podCIDR: o.podCIDR, vtype: o.vtype, logs: &logBuffer{}}
+	k8sNode := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}, Spec: corev1.NodeSpec{PodCIDR: o.podCIDR}}
+	n.kube = fake.NewClientset(k8sNode)
+	for _, d := range []string{n.path("net.d"), n.path("cache"), n.path("state")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The daemon's periodic CHECK reads the conflist the runtime uses.
+	if err := os.WriteFile(n.path("net.d", "10-terway.conflist"), n.conflist("1.0.0"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n.start(o.conf)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon %s log:\n%s", n.name, n.logs.String())
+		}
+	})
+	return n
+}
+
+func (n *node) path(p ...string) string { return filepath.Join(append([]string{n.dir}, p...)...) }
+func (n *node) socket() string          { return n.path("eni.socket") }
+
+// daemonConfig is the node's eni_conf: no AccessKey, so the daemon takes
+// the instance's RAM role from the metadata service in the fabric.
+func (n *node) daemonConfig(extra map[string]any) *config.Config {
+	bo := func(d string, steps int) map[string]any {
+		return map[string]any{"Duration": d, "Factor": 1.2, "Steps": steps}
+	}
+	c := map[string]any{
+		"endpoint": n.e.api.URL, "metadata_endpoint": n.e.fabric.MetadataEndpoint(),
+		"store_path": n.path("store.db"), "socket_path": n.socket(),
+		"max_pool_size": 5, "min_pool_size": 0, "service_cidr": "10.96.0.0/12", "cluster_id": "c-e2e",
+		"ip_batch_window": "10ms", "gc_period": "1h", "pool_check_period": "1h", "metadata_lag_timeout": "20s",
+		"cni_conf_dir": n.path("net.d"), "cni_bin_dir": pluginBin, "cni_cache_dir": n.path("cache"),
+		"cni_gc_grace": "0s", "sticky_time": "10m",
+		"backoff_override": map[string]any{"": bo("5ms", 6), "eni_create": bo("5ms", 3), "eni_ops": bo("5ms", 6),
+			"eni_release": bo("5ms", 8), "eni_ip_ops": bo("5ms", 6), "eni_delete_confirm": bo("5ms", 8),
+			"wait_eni_status": bo("5ms", 12), "meta_assign_private_ip": bo("5ms", 10),
+			"meta_unassign_private_ip": bo("5ms", 10), "metadata": bo("5ms", 4)},
+	}
+	for k, v := range extra {
+		c[k] = v
+	}
+	raw, err := json.Marshal(c)
+	if err != nil {
+		n.e.t.Fatal(err)
+	}
+	cfg, err := config.Parse(raw)
+	if err != nil {
+		n.e.t.Fatal(err)
+	}
+	return cfg
+}
+
+// start runs the node's daemon until the test ends or stop is called.
+func (n *node) start(extra map[string]any) {
+	t := n.e.t
+	t.Helper()
+	o := daemon.Options{Mode: n.mode, Config: n.daemonConfig(extra), NodeName: n.name, Kube: n.kube,
+		StoreNoSync: true, HostNetNS: n.ln.NetNSPath(), HTTPClient: n.ln.HTTPClient(),
+		Logger: slog.New(slog.NewTextHandler(n.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+	d, err := daemon.New(ctxT(t), o)
+	if err != nil {
+		t.Fatalf("daemon on %s: %v", n.name, err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- d.Serve(context.Background()) }()
+	<-d.Ready()
+	var once sync.Once
+	n.d = d
+	n.stop = func() {
+		once.Do(func() {
+			if err := d.Close(); err != nil {
+				t.Errorf("close daemon %s: %v", n.name, err)
+			}
+			if err := <-served; err != nil {
+				t.Errorf("serve %s: %v", n.name, err)
+			}
+		})
+	}
+	t.Cleanup(n.stop)
+}
+
+// pluginConf is the terway entry of the node's network configuration.
+func (n *node) pluginConf() map[string]any {
+	return map[string]any{"type": "terway", "socket_path": n.socket(), "state_dir": n.path("state"),
+		"eniip_virtual_type": n.vtype, "mtu": 1500, "log_file": n.path("plugin.log")}
+}
+
+func (n *node) conflist(v string) []byte {
+	raw, err := json.Marshal(map[string]any{"cniVersion": v, "name": "terway", "plugins": []any{n.pluginConf()}})
+	if err != nil {
+		n.e.t.Fatal(err)
+	}
+	return raw
+}
+
+// cni is libcni as a runtime on this node uses it: plugins run in the
+// node's network namespace, results cached in the node's cache dir.
+func (n *node) cni(v string) (*libcni.CNIConfig, *libcni.NetworkConfigList) {
+	t := n.e.t
+	t.Helper()
+	list, err := libcni.ConfListFromBytes(n.conflist(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := nsExec{Exec: &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: n.logs}, PluginDecoder: version.PluginDecoder{}}, path: n.ln.NetNSPath()}
+	return libcni.NewCNIConfigWithCacheDir([]string{pluginBin}, n.path("cache"), exec), list
+}
+
+// nsExec runs plugins in a network namespace: the child inherits the
+// namespace of the OS thread that forks it, which ns.Do locks.
+type nsExec struct {
+	invoke.Exec
+	path string
+}
+
+func (e nsExec) ExecPlugin(ctx context.Context, plugin string, stdin []byte, env []string) ([]byte, error) {
+	var out []byte
+	err := ns.WithNetNSPath(e.path, func(ns.NetNS) error {
+		var err error
+		out, err = e.Exec.ExecPlugin(ctx, plugin, stdin, env)
+		return err
+	})
+	return out, err
+}
+
+// route adds a VPC route entry for a node's podCIDR, as the cloud
+// controller manager does, through the real SDK.
+func (e *env) route(cidr, instance string) {
+	t := e.t
+	t.Helper()
+	cfg := sdk.NewConfig()
+	cfg.Scheme = "HTTP"
+	c, err := vpc.NewClientWithOptions(fakecloud.DefaultRegion, cfg, credentials.NewAccessKeyCredential(testAK, testSK))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(e.api.URL)
+	c.Domain = u.Host
+	req := vpc.CreateCreateRouteEntryRequest()
+	req.RouteTableId = fakecloud.DefaultRouteTableID
+	req.DestinationCidrBlock = cidr
+	req.NextHopId = instance
+	req.NextHopType = "Instance"
+	if _, err := c.CreateRouteEntry(req); err != nil {
+		t.Fatalf("route %s via %s: %v", cidr, instance, err)
+	}
+	if err := e.cloud.WaitHypervisor(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// logBuffer collects a daemon's and its plugins' logs for failure reports.
+type logBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b = append(l.b, p...)
+	return len(p), nil
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.b)
+}
+
+// eventually polls cond until it holds or a generous deadline passes.
+func eventually(t testing.TB, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+var errNotYet = errors.New("not yet")
+
+// dump prints the network state of the fabric and the nodes, for failure
+// reports.
+func (e *env) dump(nodes ...*node) string {
+	var b strings.Builder
+	paths := [][2]string{{"fabric", e.fabric.NetNSPath()}}
+	for _, n := range nodes {
+		paths = append(paths, [2]string{n.name, n.ln.NetNSPath()})
+	}
+	for _, p := range paths {
+		for _, args := range [][]string{{"-br", "addr"}, {"route", "show", "table", "all"}, {"rule"}, {"neigh"}} {
+			out, _ := exec.Command("nsenter", append([]string{"--net=" + p[1], "ip"}, args...)...).CombinedOutput()
+			fmt.Fprintf(&b, "## %s: ip %s\n%s", p[0], strings.Join(args, " "), out)
+		}
+	}
+	return b.String()
+}
