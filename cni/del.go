@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
@@ -54,23 +55,32 @@ func (p *plugin) cmdDel(args *skel.CmdArgs) error {
 	if att == nil {
 		att, source = inv.recoverAttachment(ctx, client, dialErr)
 	}
+	start := time.Now()
+	var tornDown, released time.Duration
 	if att != nil {
 		spec := *att.Spec
 		// The runtime's netns, not the one ADD saw: empty on containerd's
 		// second DEL, when only the host side is left.
 		spec.PodNetNS = args.Netns
-		if err := inv.teardown(ctx, &spec); err != nil {
+		if err := inv.teardownDeferred(ctx, &spec); err != nil {
 			inv.log.Error("datapath teardown failed", "err", err)
 			return types.NewError(types.ErrInternal, fmt.Sprintf("DEL pod %s: tear down %s datapath: %v", pod, spec.Kind, err), "")
 		}
 	}
+	tornDown = time.Since(start)
 	if err := inv.release(ctx, client, dialErr, pod, att); err != nil {
 		return err
 	}
+	released = time.Since(start) - tornDown
 	if err := inv.state.remove(args.ContainerID, args.IfName); err != nil {
 		return types.NewError(types.ErrIOFailure, err.Error(), "")
 	}
-	inv.log.Info("pod network removed", "from", source)
+	inv.log.Info("pod network removed", "from", source, "teardown", tornDown, "release", released)
+	if att != nil {
+		if err := inv.p.reap(inv.p.hostNetNS); err != nil {
+			inv.log.Warn("reaping retired host veths (the next DEL or GC retries)", "err", err)
+		}
+	}
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/terway-sim/terway/cni/datapath"
 	"github.com/terway-sim/terway/daemon/rpc"
 )
 
@@ -55,6 +56,13 @@ func (p *plugin) cmdGC(args *skel.CmdArgs) error {
 		removed++
 	}
 	inv.state.removeStaleTemps(time.Hour)
+	// Host veths retired by DELs whose reaper never ran (killed, or a
+	// runtime that keeps namespaces around) go now.
+	if n, err := datapath.Reap(p.hostNetNS); err != nil {
+		errs = append(errs, types.NewError(types.ErrInternal, fmt.Sprintf("GC: reap retired host veths: %v", err), ""))
+	} else if n > 0 {
+		inv.log.Info("GC: retired host veths reaped", "count", n)
+	}
 	inv.log.Info("host state collected", "valid", len(validList), "removed", removed, "errors", len(errs))
 
 	if err := inv.daemonGC(ctx, validList); err != nil {

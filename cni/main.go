@@ -44,6 +44,7 @@ func run(stdout, stderr io.Writer) int {
 		}
 	}
 	p := newPlugin(stdout, stderr)
+	p.reap = spawnReaper
 	if e := skel.PluginMainFuncsWithError(p.funcs(), version.PluginSupports(SupportedVersions...), ""); e != nil {
 		printError(stdout, errorVersion(conf), e)
 		return 1

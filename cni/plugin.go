@@ -28,10 +28,19 @@ type plugin struct {
 	hostNetNS string
 	// probeIPVlan is datapath.ProbeIPVlan.
 	probeIPVlan func(podNetNS string) error
+	// reap deletes the host veths a DEL retired (datapath.Reap). The
+	// binary hands it to a detached child, so the DEL answers without
+	// waiting for the kernel; in-process callers reap synchronously.
+	reap func(hostNetNS string) error
 }
 
 func newPlugin(stdout, stderr io.Writer) *plugin {
-	return &plugin{stdout: stdout, stderr: stderr, probeIPVlan: datapath.ProbeIPVlan}
+	return &plugin{stdout: stdout, stderr: stderr, probeIPVlan: datapath.ProbeIPVlan, reap: reapNow}
+}
+
+func reapNow(hostNetNS string) error {
+	_, err := datapath.Reap(hostNetNS)
+	return err
 }
 
 // funcs are the verbs for skel.
@@ -141,4 +150,10 @@ func (inv *invocation) lockContainer(ctx context.Context) (*fileLock, error) {
 // teardown undoes spec under the node-wide datapath lock.
 func (inv *invocation) teardown(ctx context.Context, spec *datapath.Spec) error {
 	return withDatapathLock(ctx, inv.state.dir, func() error { return datapath.Teardown(spec) })
+}
+
+// teardownDeferred is teardown for DEL: the host veth is retired, not
+// deleted, and reaped once the DEL has answered (see datapath.Reap).
+func (inv *invocation) teardownDeferred(ctx context.Context, spec *datapath.Spec) error {
+	return withDatapathLock(ctx, inv.state.dir, func() error { return datapath.TeardownDeferred(spec) })
 }

@@ -1,7 +1,8 @@
 // Command terway is the CNI plugin (package cni): a container runtime runs
 // it with the CNI_* environment and a network config on stdin. Run as
 // `terway install-cni …` it installs itself and its network config
-// instead (the DaemonSet's init container does this).
+// instead (the DaemonSet's init container does this); `terway reap-links`
+// is the detached child a DEL starts to delete the host veths it retired.
 package main
 
 import (
@@ -15,6 +16,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == cni.ReapCommand {
+		cni.ReapMain()
+	}
 	if len(os.Args) > 1 && os.Args[1] == "install-cni" {
 		cmd := newInstallCommand(os.Stdout)
 		cmd.SetArgs(os.Args[2:])

@@ -22,6 +22,9 @@ type env struct {
 	// undo holds what this Setup created, newest last, so a failure
 	// midway removes the pod's objects again.
 	undo []undoStep
+	// retire makes a teardown retire host veths instead of deleting them
+	// (TeardownDeferred).
+	retire bool
 }
 
 // undoStep removes one object a Setup created.

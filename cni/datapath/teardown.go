@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"strings"
 	"errors"
 	"fmt"
 
@@ -17,7 +18,18 @@ import (
 // The ENI state PolicyRoute shares between pods (the ENI table's default
 // route, the node IP on the ENI) stays: other pods may use it, and an ENI
 // without pods is harmless with it; the daemon owns the ENI's lifetime.
-func Teardown(s *Spec) error {
+func Teardown(s *Spec) error { return teardown(s, false) }
+
+// TeardownDeferred is Teardown for the critical path of a CNI DEL: instead
+// of deleting the host veth, which blocks for the kernel's RCU grace
+// periods (16 ms or more per link on small VMs), it sets it down and
+// renames it to a name starting with ReapPrefix. Its peer in the pod goes
+// with it: the kernel destroys the pair when the runtime removes the pod's
+// namespace, and Reap deletes whatever retired veths are left. Everything
+// else (rules, routes, the ENI of ExclusiveENI) is removed as by Teardown.
+func TeardownDeferred(s *Spec) error { return teardown(s, true) }
+
+func teardown(s *Spec, retire bool) error {
 	if err := s.validateBase(); err != nil {
 		return err
 	}
@@ -26,6 +38,7 @@ func Teardown(s *Spec) error {
 		return err
 	}
 	defer e.close()
+	e.retire = retire
 	switch s.Kind {
 	case PolicyRoute, VPCRoute:
 		err = e.teardownVeth()
@@ -64,6 +77,11 @@ func (e *env) deleteVeth(hostName, podName string) error {
 		switch {
 		case err != nil:
 			errs = append(errs, err)
+		case l != nil && l.Type() == "veth" && e.retire:
+			if err := e.host.retireLink(l); err == nil {
+				return nil // the pod end is its peer: retired with it
+			}
+			errs = append(errs, e.host.deleteLink(l))
 		case l != nil && l.Type() == "veth":
 			errs = append(errs, e.host.deleteLink(l))
 		}
@@ -121,7 +139,7 @@ func (e *env) routedElsewhere(f family) (bool, error) {
 			continue
 		}
 		l, err := e.host.LinkByIndex(r.LinkIndex)
-		if err == nil && l.Attrs().Name != e.s.HostVeth {
+		if err == nil && l.Attrs().Name != e.s.HostVeth && !strings.HasPrefix(l.Attrs().Name, ReapPrefix) {
 			return true, nil
 		}
 	}

@@ -195,6 +195,14 @@ func assertHostClean(t *testing.T, n *node, ips ...netip.Addr) {
 	if left := append(hs.podRelated(ips...), hs.veths()...); len(left) > 0 {
 		t.Fatalf("node %s keeps pod state after DEL: %v", n.name, left)
 	}
+	// The host veths a DEL retired are deleted by its reaper, after the
+	// DEL answered.
+	eventually(t, "retired host veths reaped on "+n.name, func() error {
+		if r := n.hostState().retired(); len(r) > 0 {
+			return fmt.Errorf("still there: %v", r)
+		}
+		return nil
+	})
 	if files := n.stateFiles(); len(files) > 0 {
 		t.Fatalf("node %s keeps plugin state files after DEL: %v", n.name, files)
 	}

@@ -30,6 +30,7 @@ type pod struct {
 	cid       string // sandbox container ID
 	netns     ns.NetNS
 	ip        netip.Addr
+	ip6       netip.Addr
 	result    *current.Result
 }
 
@@ -101,7 +102,14 @@ func (p *pod) add(v string) error {
 		return fmt.Errorf("ADD result without IPs: %+v", r)
 	}
 	p.result = r
-	p.ip, _ = netip.AddrFromSlice(r.IPs[0].Address.IP.To4())
+	for _, c := range r.IPs {
+		a, _ := netip.AddrFromSlice(c.Address.IP)
+		if a.Unmap().Is4() {
+			p.ip = a.Unmap()
+		} else {
+			p.ip6 = a
+		}
+	}
 	return nil
 }
 
@@ -147,14 +155,18 @@ func cniCode(err error) uint {
 	return 0
 }
 
-// serve starts a TCP echo server on the pod's address inside its netns.
-func (p *pod) serve() netip.AddrPort {
+// serve starts a TCP echo server on the pod's IPv4 address inside its
+// netns.
+func (p *pod) serve() netip.AddrPort { return p.serveOn(p.ip) }
+
+// serveOn starts a TCP echo server on one of the pod's addresses.
+func (p *pod) serveOn(addr netip.Addr) netip.AddrPort {
 	t := p.n.e.t
 	t.Helper()
 	var ln net.Listener
 	err := p.netns.Do(func(ns.NetNS) error {
 		var err error
-		ln, err = net.Listen("tcp", netip.AddrPortFrom(p.ip, 0).String())
+		ln, err = net.Listen("tcp", netip.AddrPortFrom(addr, 0).String())
 		return err
 	})
 	if err != nil {

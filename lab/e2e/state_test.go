@@ -12,6 +12,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/terway-sim/terway/cni/datapath"
 )
 
 // handle opens netlink in a namespace file.
@@ -103,11 +105,23 @@ func (s hostState) podRelated(ips ...netip.Addr) []string {
 	return out
 }
 
-// veths lists the host veths (Terway's default prefix) in s.
+// veths lists the host veths of pods (Terway's default prefix) in s.
 func (s hostState) veths() []string {
 	var out []string
 	for _, l := range s.links {
 		if strings.HasPrefix(l, "cali") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// retired lists the host veths DELs retired and the reaper has yet to
+// delete.
+func (s hostState) retired() []string {
+	var out []string
+	for _, l := range s.links {
+		if strings.HasPrefix(l, datapath.ReapPrefix) {
 			out = append(out, l)
 		}
 	}
