@@ -1,9 +1,9 @@
 package datapath
 
 import (
-	"strings"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
