@@ -54,7 +54,7 @@ fuzz: ## Fuzz every target for FUZZ_TIME (default 2m each; a count like 50000x w
 	done
 
 .PHONY: bench
-bench: bench-fakecloud bench-daemon ## Run every benchmark
+bench: bench-fakecloud bench-daemon bench-cni ## Run every benchmark
 
 .PHONY: bench-fakecloud
 bench-fakecloud: ## Benchmark fakecloud (handler and SDK throughput)
@@ -64,6 +64,10 @@ bench-fakecloud: ## Benchmark fakecloud (handler and SDK throughput)
 bench-daemon: ## Benchmark terwayd: warm path, 100-pod burst, churn, RSS (about 1 min)
 	$(GO) test -run '^$$' -bench '^BenchmarkWarmAllocRelease$$' -benchtime 2000x ./daemon/
 	$(GO) test -run '^$$' -bench '^(BenchmarkBurst100|BenchmarkChurn|BenchmarkDaemonRSS)$$' -benchtime 1x ./daemon/
+
+.PHONY: bench-cni
+bench-cni: ## Benchmark the terway plugin end to end: warm ADD and DEL p50/p99 (root, about 1 min)
+	$(GO) test -run '^$$' -bench '^BenchmarkPluginWarm$$' -benchtime 300x ./lab/e2e/
 
 $(STATICCHECK):
 	@mkdir -p $(BIN)

@@ -20,13 +20,18 @@
 //     record via GetIPInfo, else, with the daemon down, prevResult), then
 //     ReleaseIP ("normal release"), then the state file goes. An empty or
 //     vanished netns, a daemon that is down, late or "already processing"
-//     do not fail it: the daemon's GC reclaims what a DEL could not.
+//     do not fail it: the daemon's GC reclaims what a DEL could not. The
+//     host veth is retired (down, renamed with datapath.ReapPrefix) rather
+//     than deleted, because a link deletion waits for the kernel's RCU
+//     grace periods; a detached `terway reap-links` child deletes it once
+//     the DEL has answered (the runtime's removal of the pod namespace,
+//     the next DEL and GC delete retired veths too).
 //   - CHECK: the state file must exist (else code 3), prevResult and the
 //     daemon's record (GetIPInfo, skipped when unreachable) must name the
 //     same addresses, and datapath.Check must find every object.
 //   - GC: tears down every attachment whose state file is not in
-//     cni.dev/valid-attachments, then the daemon's GarbageCollect releases
-//     the rest.
+//     cni.dev/valid-attachments and deletes retired host veths, then the
+//     daemon's GarbageCollect releases the rest.
 //   - STATUS: the daemon's Status: unreachable or not ready → code 50.
 //
 // # Network configuration
