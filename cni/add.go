@@ -90,7 +90,7 @@ func (inv *invocation) setup(ctx context.Context, client *daemonClient, reply *r
 	}
 	if fallback != nil {
 		inv.log.Warn("datapath fallback", "requested", fallback.Requested, "using", kind, "reason", fallback.Reason)
-		inv.recordEvent(client, rpc.EventType_EventTypeWarning, eventVirtualMode, fallback.Message())
+		inv.recordEvent(ctx, client, rpc.EventType_EventTypeWarning, eventVirtualMode, fallback.Message())
 	}
 	spec, err := BuildSpec(SpecInput{Config: inv.conf, Kind: kind, NetConf: nc, Pod: inv.pod,
 		HostNetNS: inv.p.hostNetNS, PodNetNS: args.Netns, IfName: args.IfName})
@@ -116,7 +116,9 @@ func (inv *invocation) setup(ctx context.Context, client *daemonClient, reply *r
 	if err != nil {
 		return att, nil, fmt.Errorf("set up %s datapath for pod %s: %w", kind, inv.pod, err)
 	}
-	if spec.ENIName != "" { // ExclusiveENI recorded the ENI's node name
+	// Setup recorded the host veth's index (and ExclusiveENI the ENI's
+	// node name), which a later DEL or GC needs.
+	if spec.ENIName != "" || spec.HostVethIndex != 0 {
 		if err := inv.state.save(att); err != nil {
 			return att, nil, types.NewError(types.ErrIOFailure, err.Error(), "")
 		}
@@ -191,8 +193,10 @@ func fillRelease(req *rpc.ReleaseIPRequest, s *datapath.Spec) {
 }
 
 // recordEvent raises a pod event through the daemon, best effort.
-func (inv *invocation) recordEvent(client *daemonClient, typ rpc.EventType, reason, msg string) {
-	ctx, cancel := context.WithTimeout(context.Background(), eventTimeout)
+func (inv *invocation) recordEvent(parent context.Context, client *daemonClient, typ rpc.EventType, reason, msg string) {
+	// Within the invocation's deadline: an event must not stretch the
+	// timeout chain.
+	ctx, cancel := context.WithTimeout(parent, eventTimeout)
 	defer cancel()
 	_, err := client.RecordEvent(ctx, &rpc.EventRequest{EventTarget: rpc.EventTarget_EventTargetPod,
 		K8SPodName: inv.pod.Name, K8SPodNamespace: inv.pod.Namespace, EventType: typ, Reason: reason, Message: msg})

@@ -176,6 +176,10 @@ func (c *Config) validate() error {
 		c.VethPrefix = DefaultVethPrefix
 	} else if !vethPrefixRE.MatchString(c.VethPrefix) {
 		return invalidConfig("veth_prefix %q: want 1 to 4 of [a-zA-Z0-9_.-] (link names are at most 15 characters)", c.VethPrefix)
+	} else if strings.HasPrefix(c.VethPrefix, "tz") {
+		// Retired veths are named datapath.ReapPrefix+hex; a pod's must
+		// never look like one.
+		return invalidConfig("veth_prefix %q: prefixes starting with %q are reserved for retired veths", c.VethPrefix, "tz")
 	}
 	if c.SocketPath == "" {
 		c.SocketPath = DefaultSocketPath

@@ -10,6 +10,7 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/terway-sim/terway/cni/datapath"
 	"github.com/terway-sim/terway/daemon/rpc"
@@ -60,8 +61,14 @@ func (p *plugin) cmdDel(args *skel.CmdArgs) error {
 	if att != nil {
 		spec := *att.Spec
 		// The runtime's netns, not the one ADD saw: empty on containerd's
-		// second DEL, when only the host side is left.
+		// second DEL, when only the host side is left. An exclusive ENI is
+		// the exception: while the namespace ADD saw still exists, the ENI
+		// is in it and must come back to the node.
+		recorded := spec.PodNetNS
 		spec.PodNetNS = args.Netns
+		if spec.Kind == datapath.ExclusiveENI && args.Netns == "" && isNetNS(recorded) {
+			spec.PodNetNS = recorded
+		}
 		if err := inv.teardownDeferred(ctx, &spec); err != nil {
 			inv.log.Error("datapath teardown failed", "err", err)
 			return types.NewError(types.ErrInternal, fmt.Sprintf("DEL pod %s: tear down %s datapath: %v", pod, spec.Kind, err), "")
@@ -211,4 +218,17 @@ func (inv *invocation) attachmentFromPrevResult() *attachment {
 		return nil
 	}
 	return &attachment{ContainerID: inv.args.ContainerID, IfName: inv.args.IfName, Pod: inv.pod, Spec: spec}
+}
+
+// isNetNS reports whether path still names a network namespace.
+func isNetNS(path string) bool {
+	if path == "" {
+		return false
+	}
+	n, err := ns.GetNS(path)
+	if err != nil {
+		return false
+	}
+	_ = n.Close()
+	return true
 }

@@ -95,6 +95,7 @@ func TestBinaryErrorCodes(t *testing.T) {
 		{name: "bad mtu", cmd: "ADD", extra: `,"mtu":70000`, code: 7, msgHas: []string{"mtu"}},
 		{name: "mtu not a number", cmd: "ADD", extra: `,"mtu":"big"`, code: 7},
 		{name: "bad eniip_virtual_type", cmd: "ADD", extra: `,"eniip_virtual_type":"macvlan"`, code: 7, msgHas: []string{"macvlan"}},
+		{name: "reserved veth_prefix", cmd: "ADD", extra: `,"veth_prefix":"tzd"`, code: 7, msgHas: []string{"tzd", "reserved"}},
 		{name: "relative socket_path", cmd: "STATUS", version: "1.1.0", stdin: `{"cniVersion":"1.1.0","name":"terway","type":"terway","socket_path":"eni.socket"}`, code: 7},
 		{name: "daemon unreachable on ADD", cmd: "ADD", code: 11, msgHas: []string{"no-daemon.socket", "unreachable"}},
 		{name: "daemon unreachable on STATUS", cmd: "STATUS", version: "1.1.0", code: 50, msgHas: []string{"no-daemon.socket"}},

@@ -2,8 +2,8 @@ package cni
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
+	"github.com/containernetworking/plugins/pkg/testutils"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,28 +112,16 @@ type execResult struct {
 	exitCode       int
 }
 
-// runBinary runs the plugin binary with exactly env (plus PATH) and stdin.
+// runBinary runs the plugin binary with exactly env (plus PATH) and stdin,
+// inside a throwaway network namespace: even the error paths must never
+// run in the root namespace (GC reaps retired veths of the namespace it
+// runs in before it dials the daemon).
 func runBinary(t *testing.T, env map[string]string, stdin string) execResult {
 	t.Helper()
-	cmd := exec.Command(pluginBin)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+	scratch, err := testutils.NewNS()
+	if err != nil {
+		t.Fatal(err)
 	}
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	r := execResult{stdout: out.String(), stderr: errOut.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		r.exitCode = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("run %s: %v", pluginBin, err)
-	}
-	if strings.Contains(r.stderr, "panic:") || strings.Contains(r.stderr, "goroutine ") {
-		t.Errorf("plugin panicked:\n%s", r.stderr)
-	}
-	return r
+	defer func() { _ = scratch.Close(); _ = testutils.UnmountNS(scratch) }()
+	return runBinaryIn(t, scratch, env, stdin)
 }

@@ -25,6 +25,9 @@ type env struct {
 	// retire makes a teardown retire host veths instead of deleting them
 	// (TeardownDeferred).
 	retire bool
+	// foreignHost is set by a teardown that found HostVeth's name on a
+	// link that is not this attachment's (a newer sandbox of the pod).
+	foreignHost bool
 }
 
 // undoStep removes one object a Setup created.

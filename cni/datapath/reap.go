@@ -8,9 +8,13 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
-// ReapPrefix starts the name of every host veth TeardownDeferred retired.
-// Nothing else in a node uses it, so any link named so is garbage.
-const ReapPrefix = "tzd"
+// ReapPrefix starts the name of every veth TeardownDeferred retired; the
+// plugin refuses veth prefixes that could produce it. Reap also requires
+// RetiredAlias, so it never deletes a link it did not retire.
+const (
+	ReapPrefix   = "tzd"
+	RetiredAlias = "terway-retired"
+)
 
 // retireLink sets a host veth down, which drops its routes, and renames it
 // to ReapPrefix + its index in hex: unique, at most 11 characters, and
@@ -18,6 +22,9 @@ const ReapPrefix = "tzd"
 func (h *nlh) retireLink(l netlink.Link) error {
 	if err := h.LinkSetDown(l); err != nil && !gone(err) {
 		return fmt.Errorf("set link %s down in %s: %w", l.Attrs().Name, h.where, err)
+	}
+	if err := h.LinkSetAlias(l, RetiredAlias); err != nil && !gone(err) {
+		return fmt.Errorf("mark link %s retired in %s: %w", l.Attrs().Name, h.where, err)
 	}
 	name := fmt.Sprintf("%s%x", ReapPrefix, l.Attrs().Index)
 	if err := h.LinkSetName(l, name); err != nil && !gone(err) {
@@ -48,7 +55,7 @@ func Reap(hostNetNS string) (int, error) {
 	n := 0
 	var errs []error
 	for _, l := range links {
-		if !strings.HasPrefix(l.Attrs().Name, ReapPrefix) || l.Type() != "veth" {
+		if !strings.HasPrefix(l.Attrs().Name, ReapPrefix) || l.Type() != "veth" || l.Attrs().Alias != RetiredAlias {
 			continue
 		}
 		if err := h.deleteLink(l); err != nil {

@@ -47,6 +47,12 @@ type Spec struct {
 	// HostVeth is the host end of the pod's veth (PolicyRoute, VPCRoute)
 	// or of the host-peer veth (ExclusiveENI); see VethName.
 	HostVeth string `json:"hostVeth"`
+	// HostVethIndex is the ifindex of HostVeth, recorded by Setup. Every
+	// sandbox of a pod gets the same veth name, so Teardown touches a host
+	// link of that name only when its index matches: a late DEL (or GC)
+	// of an old sandbox must not tear down the new one. 0: unknown (state
+	// written before it existed), the name alone decides.
+	HostVethIndex int `json:"hostVethIndex,omitempty"`
 	// MTU of the pod interface and of the ENI; 0 means 1500.
 	MTU int `json:"mtu,omitempty"`
 

@@ -69,7 +69,10 @@ func (e *env) teardownVeth() error {
 }
 
 // deleteVeth deletes the host end hostName (the kernel deletes its peer)
-// and, if the pod namespace is there, a veth named podName left in it.
+// and, if the pod namespace is there, a veth named podName left in it. A
+// host link of that name that is not this attachment's (another index: a
+// newer sandbox of the same pod) is left alone. TeardownDeferred retires
+// the pair instead (see retirePair).
 func (e *env) deleteVeth(hostName, podName string) error {
 	var errs []error
 	if hostName != "" {
@@ -77,12 +80,15 @@ func (e *env) deleteVeth(hostName, podName string) error {
 		switch {
 		case err != nil:
 			errs = append(errs, err)
-		case l != nil && l.Type() == "veth" && e.retire:
-			if err := e.host.retireLink(l); err == nil {
-				return nil // the pod end is its peer: retired with it
+		case l == nil || l.Type() != "veth":
+		case e.s.HostVethIndex != 0 && l.Attrs().Index != e.s.HostVethIndex:
+			e.foreignHost = true
+		case e.retire:
+			if err := e.retirePair(l, podName); err == nil {
+				return nil
 			}
 			errs = append(errs, e.host.deleteLink(l))
-		case l != nil && l.Type() == "veth":
+		default:
 			errs = append(errs, e.host.deleteLink(l))
 		}
 	}
@@ -96,6 +102,25 @@ func (e *env) deleteVeth(hostName, podName string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// retirePair retires the host end and, when the pod namespace is there,
+// its peer in the pod too (down and renamed, which drops its routes and
+// frees the name for an ADD into the same namespace before the reaper
+// has run). Both go when the reaper deletes the host end.
+func (e *env) retirePair(host netlink.Link, podName string) error {
+	if e.pod != nil {
+		p, err := e.pod.linkByName(podName)
+		if err != nil {
+			return err
+		}
+		if p != nil && isPeer(host, p) {
+			if err := e.pod.retireLink(p); err != nil {
+				return err
+			}
+		}
+	}
+	return e.host.retireLink(host)
 }
 
 // deletePodRules removes the pod address's rules 512 and 2048: those
@@ -117,8 +142,11 @@ func (e *env) deletePodRules(f family) error {
 	for _, r := range rules {
 		mine := (r.Priority == ToPodPriority && prefixOf(r.Dst) == host) ||
 			(r.Priority == FromPodPriority && prefixOf(r.Src) == host)
-		if !mine || (r.IifName != "" && r.IifName != e.s.HostVeth) || (r.IifName == "" && owned) {
+		switch {
+		case !mine, r.IifName != "" && r.IifName != e.s.HostVeth, r.IifName == "" && owned:
 			continue
+		case r.IifName != "" && e.foreignHost && owned:
+			continue // the newer sandbox's rule: same veth name, same address
 		}
 		if err := e.host.RuleDel(&r); err != nil && !gone(err) {
 			errs = append(errs, fmt.Errorf("delete rule %d %q: %w", r.Priority, ruleText(r), err))
@@ -139,7 +167,10 @@ func (e *env) routedElsewhere(f family) (bool, error) {
 			continue
 		}
 		l, err := e.host.LinkByIndex(r.LinkIndex)
-		if err == nil && l.Attrs().Name != e.s.HostVeth && !strings.HasPrefix(l.Attrs().Name, ReapPrefix) {
+		if err != nil || strings.HasPrefix(l.Attrs().Name, ReapPrefix) {
+			continue
+		}
+		if l.Attrs().Name != e.s.HostVeth || (e.s.HostVethIndex != 0 && l.Attrs().Index != e.s.HostVethIndex) {
 			return true, nil
 		}
 	}

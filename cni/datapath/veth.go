@@ -46,6 +46,7 @@ func (e *env) ensureVeth(hostName, podName string) (vethPair, error) {
 		return v, err
 	}
 	if v.hostEnd != nil && v.podEnd != nil && isPeer(v.hostEnd, v.podEnd) {
+		e.s.HostVethIndex = v.hostEnd.Attrs().Index
 		return v, nil
 	}
 	if v.podEnd != nil {
@@ -77,6 +78,7 @@ func (e *env) ensureVeth(hostName, podName string) (vethPair, error) {
 	}
 	host := v.hostEnd
 	e.created("veth "+hostName, func() error { return e.host.deleteLink(host) })
+	e.s.HostVethIndex = host.Attrs().Index
 	return v, nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -87,13 +89,48 @@ func TestDatapathsAcrossSpecVersions(t *testing.T) {
 						}
 					}
 				}
+				cni, list := n1.cni(v)
+				info, err := cni.GetVersionInfo(ctxT(t), "terway")
+				if err != nil || !slices.Contains(info.SupportedVersions(), v) {
+					t.Fatalf("%s: VERSION = %v, %v", v, info, err)
+				}
+				if v == "1.1.0" {
+					if err := cni.GetStatusNetworkList(ctxT(t), list); err != nil {
+						t.Fatalf("STATUS: %v", err)
+					}
+					// GC listing both pods of node-1 as valid removes nothing.
+					valid := []types.GCAttachment{{ContainerID: a.cid, IfName: "eth0"}, {ContainerID: b.cid, IfName: "eth0"}}
+					if err := cni.GCNetworkList(ctxT(t), list, &libcni.GCArgs{ValidAttachments: valid}); err != nil {
+						t.Fatalf("GC: %v", err)
+					}
+					for _, p := range []*pod{a, b} {
+						if err := p.check(v); err != nil {
+							t.Fatalf("CHECK %s after a GC that lists it: %v", p.name, err)
+						}
+					}
+				}
 				if v == "1.1.0" && c.mode != daemon.ModeVPC {
-					spoofed := netip.MustParseAddr("192.168.0.250") // assigned to nobody
+					// One-way UDP, so that no missing return path can
+					// pass for the fabric's anti-spoofing: the pod's own
+					// address arrives, an address nobody was assigned not.
+					spoofed := netip.MustParseAddr("192.168.0.250")
 					if err := a.addToPod(spoofed); err != nil {
 						t.Fatal(err)
 					}
-					if err := a.dial(r.serve(), spoofed); err == nil {
-						t.Fatalf("the fabric forwarded traffic from unassigned source %s", spoofed)
+					sink := r.sink()
+					for _, src := range []netip.Addr{a.ip, spoofed} {
+						if err := a.sendUDP(sink.addr, src); err != nil {
+							t.Fatalf("send from %s: %v", src, err)
+						}
+					}
+					eventually(t, "datagrams from the pod's own address", func() error {
+						if sink.count(a.ip) == 0 {
+							return errNotYet
+						}
+						return nil
+					})
+					if n := sink.count(spoofed); n > 0 {
+						t.Fatalf("the fabric forwarded %d datagrams from unassigned source %s", n, spoofed)
 					}
 				}
 				for _, p := range []*pod{a, b, r} {

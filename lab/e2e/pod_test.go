@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -227,4 +228,66 @@ func (p *pod) reaches(addr netip.Addr) error {
 func readFile(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	return strings.TrimSpace(string(b)), err
+}
+
+// udpSink counts the datagrams a pod receives, by source address.
+type udpSink struct {
+	addr netip.AddrPort
+	mu   sync.Mutex
+	from map[netip.Addr]int
+}
+
+func (s *udpSink) count(a netip.Addr) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.from[a]
+}
+
+// sink listens for UDP on the pod's address inside its netns.
+func (p *pod) sink() *udpSink {
+	t := p.n.e.t
+	t.Helper()
+	var c net.PacketConn
+	err := p.netns.Do(func(ns.NetNS) error {
+		var err error
+		c, err = net.ListenPacket("udp", netip.AddrPortFrom(p.ip, 0).String())
+		return err
+	})
+	if err != nil {
+		t.Fatalf("listen UDP in %s: %v", p.name, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	s := &udpSink{addr: netip.MustParseAddrPort(c.LocalAddr().String()), from: map[netip.Addr]int{}}
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			_, from, err := c.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			a := netip.MustParseAddrPort(from.String()).Addr().Unmap()
+			s.mu.Lock()
+			s.from[a]++
+			s.mu.Unlock()
+		}
+	}()
+	return s
+}
+
+// sendUDP sends a few datagrams from inside the pod with source local.
+func (p *pod) sendUDP(to netip.AddrPort, local netip.Addr) error {
+	return p.netns.Do(func(ns.NetNS) error {
+		c, err := net.DialUDP("udp", &net.UDPAddr{IP: local.AsSlice()}, net.UDPAddrFromAddrPort(to))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		for range 5 { // the first packet after link-up can be lost
+			if _, err := c.Write([]byte("spoof?")); err != nil {
+				return err
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return nil
+	})
 }
