@@ -165,5 +165,5 @@ func replaceIfChanged(path string, data []byte, mode os.FileMode) (bool, error) 
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, err
 	}
-	return true, writeFileAtomic(path, data, mode)
+	return true, writeFileAtomic(path, data, mode, true)
 }

@@ -63,7 +63,11 @@ func (s stateStore) save(a *attachment) error {
 	if err != nil {
 		return fmt.Errorf("encode state of %s/%s: %w", a.ContainerID, a.IfName, err)
 	}
-	if err := writeFileAtomic(s.path(a.ContainerID, a.IfName), data, 0o600); err != nil {
+	// Not fsynced: a state file describes kernel objects (links, rules,
+	// routes) that do not outlive the node's crash either, and a file
+	// that a crash truncates is treated as unreadable (DEL falls back to
+	// the daemon's record). A process crash loses nothing without fsync.
+	if err := writeFileAtomic(s.path(a.ContainerID, a.IfName), data, 0o600, false); err != nil {
 		return fmt.Errorf("write state of %s/%s: %w", a.ContainerID, a.IfName, err)
 	}
 	return nil
@@ -156,8 +160,9 @@ func (s stateStore) removeStaleTemps(olderThan time.Duration) {
 }
 
 // writeFileAtomic replaces path with data: temp file in the same
-// directory, fsync, chmod, rename, fsync of the directory.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) (err error) {
+// directory, chmod, rename; durable adds an fsync of the file before the
+// rename and of the directory after it.
+func writeFileAtomic(path string, data []byte, mode os.FileMode, durable bool) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, tempPrefix+filepath.Base(path)+"-")
 	if err != nil {
@@ -176,14 +181,19 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) (err error) {
 	if err = f.Chmod(mode); err != nil {
 		return err
 	}
-	if err = f.Sync(); err != nil {
-		return err
+	if durable {
+		if err = f.Sync(); err != nil {
+			return err
+		}
 	}
 	if err = f.Close(); err != nil {
 		return err
 	}
 	if err = os.Rename(tmp, path); err != nil {
 		return err
+	}
+	if !durable {
+		return nil
 	}
 	return syncDir(dir)
 }

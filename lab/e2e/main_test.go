@@ -2,13 +2,17 @@ package e2e
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"k8s.io/klog/v2"
 )
 
 // pluginBin is the directory holding the terway binary built for the run.
@@ -21,6 +25,13 @@ func run(m *testing.M) int {
 		os.Unsetenv(k)
 	}
 	os.Setenv("NO_PROXY", "127.0.0.1,localhost")
+	// The fake clientset's event broadcaster complains through klog when a
+	// daemon stops; that would interleave with benchmark output.
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	_ = klogFlags.Set("logtostderr", "false")
+	_ = klogFlags.Set("stderrthreshold", "FATAL")
+	klog.SetOutput(io.Discard)
 	dir, err := os.MkdirTemp("", "e2e-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
