@@ -52,7 +52,8 @@
 // # State
 //
 // state_dir holds <containerID>-<ifname>.json per attachment (the
-// datapath.Spec and the pod's identity; 0600, written atomically (not fsynced: what it describes does not outlive a node crash), dir
+// datapath.Spec and the pod's identity; 0600, written atomically but not
+// fsynced, since what it describes does not outlive a node crash; dir
 // 0700), written before Setup, so DEL and GC can undo an attachment
 // without the daemon; <containerID>.container.lock serialises the
 // invocations of one container; datapath.lock serialises the datapath
