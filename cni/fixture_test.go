@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -19,7 +18,7 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/containernetworking/plugins/pkg/testutils"
+	"github.com/terway-sim/terway/internal/testnetns"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -33,25 +32,18 @@ func requireRoot(t *testing.T) {
 	}
 }
 
-// nsMu serialises testutils.NewNS: parallel first calls in a fresh
-// environment each find /run/netns not yet a mount point and stack mounts.
-var nsMu sync.Mutex
-
 // newNS creates a private network namespace removed at test end, also
 // when the test fails.
 func newNS(t *testing.T) ns.NetNS {
 	t.Helper()
 	requireRoot(t)
-	nsMu.Lock()
-	n, err := testutils.NewNS()
-	nsMu.Unlock()
+	n, err := testnetns.New()
 	if err != nil {
 		t.Fatalf("create test netns: %v", err)
 	}
 	path := n.Path()
 	t.Cleanup(func() {
-		_ = n.Close()
-		if err := testutils.UnmountNS(n); err != nil {
+		if err := testnetns.Remove(n); err != nil {
 			t.Errorf("remove test netns %s: %v", path, err)
 		}
 	})

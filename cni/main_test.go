@@ -3,7 +3,7 @@ package cni
 import (
 	"bytes"
 	"fmt"
-	"github.com/containernetworking/plugins/pkg/testutils"
+	"github.com/terway-sim/terway/internal/testnetns"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -118,10 +118,14 @@ type execResult struct {
 // runs in before it dials the daemon).
 func runBinary(t *testing.T, env map[string]string, stdin string) execResult {
 	t.Helper()
-	scratch, err := testutils.NewNS()
+	scratch, err := testnetns.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = scratch.Close(); _ = testutils.UnmountNS(scratch) }()
+	defer func() {
+		if err := testnetns.Remove(scratch); err != nil {
+			t.Errorf("remove scratch netns: %v", err)
+		}
+	}()
 	return runBinaryIn(t, scratch, env, stdin)
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/containernetworking/plugins/pkg/testutils"
+	"github.com/terway-sim/terway/internal/testnetns"
 	"github.com/vishvananda/netlink"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -33,11 +33,15 @@ type hostNS struct {
 
 func newHostNS(t *testing.T) *hostNS {
 	t.Helper()
-	n, err := testutils.NewNS()
+	n, err := testnetns.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { n.Close(); testutils.UnmountNS(n) })
+	t.Cleanup(func() {
+		if err := testnetns.Remove(n); err != nil {
+			t.Errorf("remove host netns: %v", err)
+		}
+	})
 	h := &hostNS{t: t, ns: n}
 	err = n.Do(func(ns.NetNS) error {
 		va := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "tdh0"}, PeerName: "tdh1"}

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/containernetworking/plugins/pkg/testutils"
+	"github.com/terway-sim/terway/internal/testnetns"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -47,11 +47,6 @@ func requireRoot(t *testing.T) {
 	}
 }
 
-// nsMu serialises testutils.NewNS: parallel first calls in a fresh
-// environment each find /run/netns not yet a mount point and each
-// bind-mount it onto itself, stacking mounts.
-var nsMu sync.Mutex
-
 // testNS is a private network namespace removed at test end (also when
 // the test fails), unless the test deleted it already.
 type testNS struct {
@@ -63,9 +58,7 @@ type testNS struct {
 func newNS(t *testing.T) *testNS {
 	t.Helper()
 	requireRoot(t)
-	nsMu.Lock()
-	n, err := testutils.NewNS()
-	nsMu.Unlock()
+	n, err := testnetns.New()
 	if err != nil {
 		t.Fatalf("create test netns: %v", err)
 	}
@@ -93,8 +86,7 @@ func (n *testNS) delete() error {
 	}
 	n.deleted = true
 	path := n.Path()
-	_ = n.Close()
-	if err := testutils.UnmountNS(n.NetNS); err != nil {
+	if err := testnetns.Remove(n.NetNS); err != nil {
 		return err
 	}
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {

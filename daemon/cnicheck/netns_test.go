@@ -6,18 +6,22 @@ import (
 	"os"
 	"testing"
 
-	"github.com/containernetworking/plugins/pkg/testutils"
+	"github.com/terway-sim/terway/internal/testnetns"
 	"golang.org/x/sys/unix"
 )
 
 // A daemon that is not in the node's namespace (many daemons in one test
 // process) must still run the plugin where the runtime runs it.
 func TestCheckRunsPluginInNodeNamespace(t *testing.T) {
-	node, err := testutils.NewNS()
+	node, err := testnetns.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = node.Close(); _ = testutils.UnmountNS(node) })
+	t.Cleanup(func() {
+		if err := testnetns.Remove(node); err != nil {
+			t.Errorf("remove node netns: %v", err)
+		}
+	})
 	var st unix.Stat_t
 	if err := unix.Stat(node.Path(), &st); err != nil {
 		t.Fatal(err)

@@ -13,11 +13,10 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/containernetworking/plugins/pkg/testutils"
+	"github.com/terway-sim/terway/internal/testnetns"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -108,26 +107,18 @@ func requireRoot(t *testing.T) {
 	}
 }
 
-// nsMu serialises testutils.NewNS: parallel first calls in a fresh
-// environment each find /run/netns not yet a mount point and each bind-mount
-// it onto itself, stacking mounts.
-var nsMu sync.Mutex
-
 // newNS creates a private network namespace removed at test end, also when
 // the test fails.
 func newNS(t *testing.T) ns.NetNS {
 	t.Helper()
 	requireRoot(t)
-	nsMu.Lock()
-	n, err := testutils.NewNS()
-	nsMu.Unlock()
+	n, err := testnetns.New()
 	if err != nil {
 		t.Fatalf("create test netns: %v", err)
 	}
 	path := n.Path()
 	t.Cleanup(func() {
-		_ = n.Close()
-		if err := testutils.UnmountNS(n); err != nil {
+		if err := testnetns.Remove(n); err != nil {
 			t.Errorf("remove test netns %s: %v", path, err)
 		}
 		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {

@@ -17,7 +17,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/containernetworking/plugins/pkg/testutils"
+	"github.com/terway-sim/terway/internal/testnetns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -47,7 +47,7 @@ func (n *node) newPod(name string, mod func(*corev1.Pod)) *pod {
 	if _, err := n.kube.CoreV1().Pods("e2e").Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	netns, err := testutils.NewNS()
+	netns, err := testnetns.New()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,8 +60,9 @@ func (p *pod) closeNS() {
 	if p.netns == nil {
 		return
 	}
-	_ = p.netns.Close()
-	_ = testutils.UnmountNS(p.netns)
+	if err := testnetns.Remove(p.netns); err != nil {
+		p.n.e.t.Errorf("remove pod netns: %v", err)
+	}
 	p.netns = nil
 }
 
