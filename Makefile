@@ -54,7 +54,7 @@ fuzz: ## Fuzz every target for FUZZ_TIME (default 2m each; a count like 50000x w
 	done
 
 .PHONY: bench
-bench: bench-fakecloud bench-daemon bench-cni ## Run every benchmark
+bench: bench-fakecloud bench-daemon bench-cni bench-alloc ## Run the quick benchmark set (under 10 min)
 
 .PHONY: bench-fakecloud
 bench-fakecloud: ## Benchmark fakecloud (handler and SDK throughput)
@@ -68,6 +68,47 @@ bench-daemon: ## Benchmark terwayd: warm path, 100-pod burst, churn, RSS (about 
 .PHONY: bench-cni
 bench-cni: ## Benchmark the terway plugin end to end: warm ADD and DEL p50/p99 (root, about 1 min)
 	$(GO) test -run '^$$' -bench '^BenchmarkPluginWarm$$' -benchtime 300x ./lab/e2e/
+
+TERWAY_BENCH := $(BIN)/terway-bench
+BENCH_CHECK_DIR ?= $(CURDIR)/.bench-check
+
+# bench-quick runs the gated allocation set into $(1): node scenarios, a
+# pool comparison, the Cilium-shaped peer benchmark and a 100-node fleet.
+# Its call counts are reproducible with the same seed (bench/README.md).
+define bench-quick
+	$(TERWAY_BENCH) node --scenario cold-burst --pods 100 --profile default --seed 1 --time-scale 1 --out $(1)
+	$(TERWAY_BENCH) compare --scenario warm-churn --pods 20 --duration 2m --tail 40s --profile default --seed 1 --time-scale 0.1 --pool 0/0 --pool 0/5 --pool 0/5,reclaim=20s,reclaim-interval=10s --out $(1)
+	$(TERWAY_BENCH) node --scenario exhaustion --pods 100 --profile default --seed 1 --time-scale 0.2 --set ip_exhausted_inhibit=30s --out $(1)
+	$(TERWAY_BENCH) node --scenario throttled --pods 100 --profile default --seed 1 --time-scale 0.1 --out $(1)
+	$(TERWAY_BENCH) peer --delay 20ms --workers 1 --nodes 20 --out $(1)
+	$(TERWAY_BENCH) peer --delay 20ms --workers 10 --nodes 20 --out $(1)
+	$(TERWAY_BENCH) peer --delay 50ms --workers 1 --nodes 20 --out $(1)
+	$(TERWAY_BENCH) peer --delay 50ms --workers 10 --nodes 20 --out $(1)
+	$(TERWAY_BENCH) fleet --nodes 100 --pods-per-node 30 --seed 1 --time-scale 1 --out $(1)
+endef
+
+.PHONY: terway-bench
+terway-bench:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(TERWAY_BENCH) ./cmd/terway-bench
+
+.PHONY: bench-alloc
+bench-alloc: terway-bench ## Allocation benchmarks, quick set (~3 min) into bench/results/quick, with README and plots
+	rm -rf bench/results/quick
+	$(call bench-quick,bench/results/quick)
+	$(TERWAY_BENCH) report --in bench/results/quick --out bench/results/quick
+
+.PHONY: bench-fleet
+bench-fleet: terway-bench ## Fleet simulation, 1,000 nodes x 30 pods (~2 min) into bench/results/fleet, with README and plots
+	rm -rf bench/results/fleet
+	$(TERWAY_BENCH) fleet --nodes 1000 --pods-per-node 30 --seed 1 --time-scale 1 --out bench/results/fleet
+	$(TERWAY_BENCH) report --in bench/results/fleet --out bench/results/fleet
+
+.PHONY: bench-check
+bench-check: terway-bench ## Rerun the quick set and gate it against bench/results/quick (10 % on machine-independent figures)
+	rm -rf $(BENCH_CHECK_DIR)
+	$(call bench-quick,$(BENCH_CHECK_DIR))
+	$(TERWAY_BENCH) check --baseline bench/results/quick --current $(BENCH_CHECK_DIR)
 
 $(STATICCHECK):
 	@mkdir -p $(BIN)

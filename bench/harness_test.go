@@ -1,0 +1,141 @@
+package bench
+
+import (
+	"context"
+	"net"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHarnessLeavesNothing runs a harness with two nodes through an
+// allocation and checks that Close leaves no goroutine, listener or
+// directory behind.
+func TestHarnessLeavesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	before := runtime.NumGoroutine()
+	h, err := NewHarness(ctx, HarnessOptions{Profile: fastProfile(), Seed: 1, TimeScale: 0.2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := h.dir
+	var mdAddrs []string
+	for i := 0; i < 2; i++ {
+		n, err := h.AddNode(ctx, NodeSpec{InstanceType: "ecs.g7.xlarge"})
+		if err != nil {
+			h.Close()
+			t.Fatal(err)
+		}
+		if err := n.AddPod(ctx, "ns", "p"); err != nil {
+			t.Fatal(err)
+		}
+		ip, err := n.Alloc(ctx, "ns", "p")
+		if err != nil || !strings.HasPrefix(ip, "192.168.") {
+			h.Close()
+			t.Fatalf("alloc on %s: %q %v", n.Name, ip, err)
+		}
+		if err := n.Release(ctx, "ns", "p"); err != nil {
+			t.Fatal(err)
+		}
+		mdAddrs = append(mdAddrs, strings.TrimPrefix(n.MetadataURL, "http://"))
+	}
+	if calls, _ := h.Calls(h.Nodes()[0].InstanceID); calls["CreateNetworkInterface"] != 1 {
+		t.Errorf("node 1's calls are not its own: %v", calls)
+	}
+	api := strings.TrimPrefix(h.APIURL, "http://")
+	if err := h.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("harness directory %s still there: %v", dir, err)
+	}
+	for _, a := range append(mdAddrs, api) {
+		if c, err := net.DialTimeout("tcp", a, time.Second); err == nil {
+			c.Close()
+			t.Errorf("%s still listening", a)
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestScaledConfig checks that every interval, backoff and rate limit
+// eni_conf can set is scaled, defaults included, and that the rest is
+// left alone.
+func TestScaledConfig(t *testing.T) {
+	sim := mergeConfig(BaseDaemonConfig(nil), map[string]any{"ip_batch_window": "300ms", "rate_limit": map[string]int{"CreateNetworkInterface": 100},
+		"backoff_override": map[string]any{"eni_create": map[string]any{"Duration": "4s"}}})
+	out, err := scaledConfig(sim, 0.1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parseConfig(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.IPBatchWindow.Duration != 30*time.Millisecond || cfg.GCPeriod.Duration != 30*time.Second ||
+		cfg.IPExhaustedInhibit.Duration != 30*time.Second || cfg.PoolCheckPeriod.Duration != 12*time.Second {
+		t.Errorf("durations: batch %v gc %v inhibit %v pool check %v", cfg.IPBatchWindow, cfg.GCPeriod, cfg.IPExhaustedInhibit, cfg.PoolCheckPeriod)
+	}
+	if cfg.RateLimitFor("CreateNetworkInterface") != 1000 || cfg.RateLimitFor("DescribeVSwitches") != 3000 {
+		t.Errorf("rate limits per minute must grow by 1/scale: %v", cfg.RateLimit)
+	}
+	if b := cfg.Backoff("eni_create"); b.Duration != 400*time.Millisecond || b.Steps != 2 || b.Factor != 2 {
+		t.Errorf("eni_create: %+v (an override keeps its other fields)", b)
+	}
+	if b := cfg.Backoff("throttled"); b.Duration != 500*time.Millisecond || b.Cap != 6*time.Second || b.Steps != 5 {
+		t.Errorf("throttled (a daemon schedule eni_conf has no default for): %+v", b)
+	}
+	if cfg.MaxPoolSize != 5 || cfg.VSwitchSelectionPolicy != "ordered" {
+		t.Errorf("non-time keys changed: max %d policy %s", cfg.MaxPoolSize, cfg.VSwitchSelectionPolicy)
+	}
+	if sim["ip_batch_window"] != "300ms" {
+		t.Error("the simulated configuration was modified")
+	}
+}
+
+func TestParsePool(t *testing.T) {
+	p, err := ParsePool("2/30,reclaim=1m,reclaim-interval=10s,reclaim-batch=3,min-eni=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := PoolPolicy{MinPoolSize: 2, MaxPoolSize: 30, IdleReclaimAfter: time.Minute, IdleReclaimInterval: 10 * time.Second,
+		IdleReclaimBatch: 3, MinENI: 1}
+	if p != want {
+		t.Fatalf("%+v", p)
+	}
+	if again, err := ParsePool(p.String()); err != nil || again != p {
+		t.Errorf("String does not round-trip: %q -> %+v %v", p.String(), again, err)
+	}
+	if p.slug() != "2-30-reclaim1m0s-reclaim-interval10s-reclaim-batch3-min-eni1" {
+		t.Errorf("slug %q", p.slug())
+	}
+	c := p.config()
+	if c["min_pool_size"] != 2 || c["idle_ip_reclaim_after"] != "1m0s" || c["min_eni"] != 1 {
+		t.Errorf("config %v", c)
+	}
+	for _, bad := range []string{"5", "a/5", "1/-2", "0/5,reclaim", "0/5,reclaim=soon", "0/5,color=red"} {
+		if _, err := ParsePool(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestMachineInfo(t *testing.T) {
+	m := MachineInfo()
+	if m.GoVersion != runtime.Version() || m.OS != runtime.GOOS || m.CPUs < 1 {
+		t.Fatalf("%+v", m)
+	}
+	if runtime.GOOS == "linux" && (m.CPUModel == "" || m.MemoryMiB <= 0 || m.Kernel == "") {
+		t.Errorf("on Linux /proc gives CPU model, memory and kernel: %+v", m)
+	}
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/terway-sim/terway/bench"
+)
+
+// parseSets reads repeated --set KEY=VALUE into eni_conf keys. VALUE is
+// JSON when it parses as JSON ("5", "true", "{…}"), else a string
+// ("30s").
+func parseSets(sets []string) (map[string]any, error) {
+	if len(sets) == 0 {
+		return nil, nil
+	}
+	out := map[string]any{}
+	for _, s := range sets {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--set %q: want KEY=VALUE", s)
+		}
+		var j any
+		if err := json.Unmarshal([]byte(v), &j); err == nil {
+			out[k] = j
+		} else {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// parseBudgets reads repeated --throttle ACTION=N.
+func parseBudgets(ts []string) (map[string]int, error) {
+	if len(ts) == 0 {
+		return nil, nil
+	}
+	out := map[string]int{}
+	for _, t := range ts {
+		k, v, ok := strings.Cut(t, "=")
+		n, err := strconv.Atoi(v)
+		if !ok || k == "" || err != nil || n < 0 {
+			return nil, fmt.Errorf("--throttle %q: want ACTION=CALLS_PER_WINDOW (\"*\" for the rest)", t)
+		}
+		out[k] = n
+	}
+	return out, nil
+}
+
+// outFlag adds --out.
+func outFlag(cmd *cobra.Command, dir *string) {
+	cmd.Flags().StringVar(dir, "out", "bench/results", "directory the JSON result is written to (created if missing)")
+}
+
+// writeResult writes r as DIR/<kind>-<name>.json and prints a one-line
+// summary.
+func writeResult(w io.Writer, dir string, r *bench.Result) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	path := filepath.Join(dir, r.Kind+"-"+r.Name+".json")
+	if err := bench.WriteJSON(path, r); err != nil {
+		return err
+	}
+	m := r.Metrics
+	var calls int64
+	for _, n := range m.CallsByAction {
+		calls += n
+	}
+	if m.Pods == 0 && m.Nodes > 0 {
+		fmt.Fprintf(w, "%s: nodes %d, time to all %.0f ms (limiter's lower bound %.0f ms), calls %d (%.1f per node), throttled %d -> %s\n",
+			r.Name, m.Nodes, m.TimeToAllMs, m.LowerBoundMs, calls, m.CallsPerNode, m.Throttled, path)
+		return nil
+	}
+	fmt.Fprintf(w, "%s: pods %d (failed %d), time to all %.0f ms, AllocIP p50/p99 %.0f/%.0f ms, calls %d (%.2f per pod, %.2f mutating per pod), throttled %d, idle avg %.1f -> %s\n",
+		r.Name, m.Pods, m.PodsFailed, m.TimeToAllMs, m.AllocP50Ms, m.AllocP99Ms, calls, m.CallsPerPod, m.MutatingPerPod,
+		m.Throttled, m.IdleIPsAvg, path)
+	return nil
+}
+
+// profileNames lists the built-in profiles for help texts.
+func profileNames() string {
+	var n []string
+	for _, p := range bench.Profiles() {
+		n = append(n, p.Name)
+	}
+	return strings.Join(n, ", ")
+}
