@@ -1,14 +1,11 @@
 package cni
 
 import (
-	"bytes"
 	"fmt"
 	"github.com/terway-sim/terway/internal/testnetns"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"testing"
 )
 
@@ -37,73 +34,7 @@ func testMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "build terway: %v\n%s", err, out)
 		return 1
 	}
-	before, snapErr := rootSnapshot()
-	if snapErr != nil {
-		fmt.Fprintf(os.Stderr, "cni tests: root snapshot unavailable, not compared: %v\n", snapErr)
-	}
-	code := m.Run()
-	if snapErr == nil {
-		code = max(code, compareRoot(before))
-	}
-	return code
-}
-
-// compareRoot re-reads the root namespace and reports any difference.
-func compareRoot(before string) int {
-	after, err := rootSnapshot()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "cni tests: root snapshot after tests: %v\n", err)
-		return 1
-	}
-	if after != before {
-		fmt.Fprintf(os.Stderr, "root network namespace changed by tests\n--- before\n%s--- after\n%s", before, after)
-		return 1
-	}
-	if strings.Contains(after, " "+linkPrefix) {
-		fmt.Fprintf(os.Stderr, "test link %s* found in root namespace\n%s", linkPrefix, after)
-		return 1
-	}
-	return 0
-}
-
-var expiresRE = regexp.MustCompile(`expires \S+`)
-
-// rootSnapshot captures the root namespace's rules, routes, links,
-// addresses and neighbours as `ip` prints them.
-func rootSnapshot() (string, error) {
-	var b bytes.Buffer
-	cmds := [][]string{
-		{"-4", "rule", "show"}, {"-6", "rule", "show"},
-		{"-4", "route", "show", "table", "all"}, {"-6", "route", "show", "table", "all"},
-		{"-o", "link", "show"}, {"-o", "addr", "show"},
-	}
-	for _, args := range cmds {
-		out, err := exec.Command("ip", args...).CombinedOutput()
-		if err != nil {
-			return "", fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
-		}
-		fmt.Fprintf(&b, "# ip %s\n%s", strings.Join(args, " "), reduce(args, out))
-	}
-	return expiresRE.ReplaceAllString(b.String(), "expires"), nil
-}
-
-// reduce keeps the stable part of `ip -o link/addr` lines: counters,
-// states and lifetimes of root links are not ours to keep still.
-func reduce(args []string, out []byte) string {
-	if args[1] != "link" && args[1] != "addr" {
-		return string(out)
-	}
-	var b strings.Builder
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		switch {
-		case args[1] == "link" && len(f) >= 2:
-			fmt.Fprintf(&b, "%s %s\n", f[0], f[1])
-		case args[1] == "addr" && len(f) >= 4:
-			fmt.Fprintf(&b, "%s %s %s %s\n", f[0], f[1], f[2], f[3])
-		}
-	}
-	return b.String()
+	return testnetns.GuardRoot("cni", m.Run, linkPrefix)
 }
 
 // execResult is one run of the plugin binary.

@@ -1,20 +1,18 @@
 package lab
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/terway-sim/terway/internal/testnetns"
 	"io"
 	"log/slog"
 	"net"
 	"net/http/httptest"
 	"net/netip"
 	"os"
-	"os/exec"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -55,61 +53,7 @@ func TestMain(m *testing.M) {
 		_ = os.Unsetenv(k)
 	}
 	_ = os.Setenv("NO_PROXY", "127.0.0.1,localhost")
-	before, err := rootSnapshot()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "lab tests: root snapshot unavailable, not compared: %v\n", err)
-	}
-	code := m.Run()
-	if err == nil {
-		after, err := rootSnapshot()
-		switch {
-		case err != nil:
-			fmt.Fprintf(os.Stderr, "lab tests: root snapshot after tests: %v\n", err)
-			code = 1
-		case after != before:
-			fmt.Fprintf(os.Stderr, "root network namespace changed by tests\n--- before\n%s--- after\n%s", before, after)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// lifetimeRE drops what ticks on its own (address lifetimes, RA routes).
-var lifetimeRE = regexp.MustCompile(`(valid_lft|preferred_lft|expires) \S+`)
-
-// rootSnapshot captures the root namespace as `ip` prints it. It runs
-// before and after m.Run, when no test goroutine has switched namespaces.
-func rootSnapshot() (string, error) {
-	var b bytes.Buffer
-	cmds := [][]string{
-		{"-4", "rule", "show"}, {"-6", "rule", "show"},
-		{"-4", "route", "show", "table", "all"}, {"-6", "route", "show", "table", "all"},
-		{"-o", "addr", "show"}, {"-o", "link", "show"},
-	}
-	for _, args := range cmds {
-		out, err := exec.Command("ip", args...).CombinedOutput()
-		if err != nil {
-			return "", fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
-		}
-		fmt.Fprintf(&b, "# ip %s\n%s", strings.Join(args, " "), linkLines(args, out))
-	}
-	return lifetimeRE.ReplaceAllString(b.String(), "$1"), nil
-}
-
-// linkLines reduces `ip -o link` to "index: name" lines: counters and
-// states of root links are not ours to keep still.
-func linkLines(args []string, out []byte) string {
-	if args[1] != "link" {
-		return string(out)
-	}
-	var b strings.Builder
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 2 {
-			fmt.Fprintf(&b, "%s %s\n", f[0], f[1])
-		}
-	}
-	return b.String()
+	os.Exit(testnetns.GuardRoot("lab", m.Run))
 }
 
 func requireRoot(t *testing.T) {
