@@ -1,0 +1,297 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk"
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
+	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
+	"github.com/containernetworking/plugins/pkg/ns"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/terway-sim/terway/daemon"
+	"github.com/terway-sim/terway/daemon/config"
+	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/testnetns"
+	"github.com/terway-sim/terway/lab"
+)
+
+const (
+	testAK, testSK = "LTAIauditTestKey", "audit-test-secret"
+	adminToken     = "audit-admin-token"
+	instance1      = "i-bp1lab0000000000001"
+	vswitch1       = "vsw-bp1lab0000000000001"
+	nodeName       = "node-1"
+)
+
+// labEnv is fakecloud, the lab fabric (real node namespaces) and one node
+// with an in-process daemon, driven by the real CNI plugin through
+// libcni; the API server is a fake clientset.
+type labEnv struct {
+	t      *testing.T
+	cloud  *fakecloud.Cloud
+	fabric *lab.Fabric
+	api    *httptest.Server
+	kube   *fake.Clientset
+	ln     *lab.Node
+	dir    string
+	logs   *logBuffer
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func newLabEnv(t *testing.T) *labEnv {
+	t.Helper()
+	spec := fakecloud.DefaultSpec()
+	spec.AccessKeys = []fakecloud.AccessKeySpec{{ID: testAK, Secret: testSK}}
+	f, err := lab.NewFabric(lab.FabricOptions{Name: fmt.Sprintf("a%04x", rand.IntN(1<<16)), NetNSDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := f.Close(); err != nil {
+			t.Errorf("close fabric: %v", err)
+		}
+	})
+	fc, err := fakecloud.New(fakecloud.Options{Spec: &spec, Seed: 11, TimeScale: 0.01, Hypervisor: f, AdminToken: adminToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fc.Close() })
+	if err := f.Serve(fc.MetadataBySourceHandler(), fc); err != nil {
+		t.Fatal(err)
+	}
+	api := httptest.NewServer(fc)
+	t.Cleanup(api.Close)
+	if err := fc.WaitHypervisor(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	ln, ok := f.Node(instance1)
+	if !ok {
+		t.Fatalf("no lab node for %s", instance1)
+	}
+	dir, err := os.MkdirTemp("", "audit") // short: unix socket paths ≤ 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName},
+		Spec: corev1.NodeSpec{ProviderID: fakecloud.DefaultRegion + "." + instance1}}
+	e := &labEnv{t: t, cloud: fc, fabric: f, api: api, kube: fake.NewClientset(node), ln: ln, dir: dir, logs: &logBuffer{}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon and plugin log:\n%s", e.logs.String())
+		}
+	})
+	e.startDaemon()
+	return e
+}
+
+func (e *labEnv) path(p ...string) string { return filepath.Join(append([]string{e.dir}, p...)...) }
+
+// startDaemon runs node-1's daemon with a warm pool of two idle
+// addresses; GC and pool sync are far away so that nothing the tests
+// inject is repaired behind their back.
+func (e *labEnv) startDaemon() {
+	t := e.t
+	bo := map[string]any{"Duration": "5ms", "Factor": 1.2, "Steps": 8}
+	raw, err := json.Marshal(map[string]any{
+		"endpoint": e.api.URL, "metadata_endpoint": e.fabric.MetadataEndpoint(),
+		"store_path": e.path("store.db"), "socket_path": e.path("eni.socket"),
+		"max_pool_size": 5, "min_pool_size": 2, "service_cidr": "10.96.0.0/12", "cluster_id": "c-audit",
+		"ip_batch_window": "10ms", "gc_period": "1h", "pool_check_period": "1h", "metadata_lag_timeout": "20s",
+		"cni_conf_dir": e.path("net.d"), "cni_bin_dir": pluginBin, "cni_cache_dir": e.path("cache"),
+		"backoff_override": map[string]any{"": bo, "eni_create": bo, "eni_ops": bo, "eni_release": bo, "eni_ip_ops": bo,
+			"eni_delete_confirm": bo, "wait_eni_status": bo, "meta_assign_private_ip": bo, "meta_unassign_private_ip": bo,
+			"metadata": bo},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := daemon.New(ctxT(t), daemon.Options{Mode: daemon.ModeENIMultiIP, Config: cfg, NodeName: nodeName, Kube: e.kube,
+		StoreNoSync: true, HostNetNS: e.ln.NetNSPath(), HTTPClient: e.ln.HTTPClient(),
+		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	if err != nil {
+		t.Fatalf("daemon: %v", err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- d.Serve(context.Background()) }()
+	<-d.Ready()
+	t.Cleanup(func() {
+		if err := d.Close(); err != nil {
+			t.Errorf("close daemon: %v", err)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+}
+
+// input is the audit's view of this lab.
+func (e *labEnv) input() Input {
+	return Input{FakecloudURL: e.api.URL, AdminToken: adminToken, Kube: e.kube, Mode: ModeENIMultiIP,
+		Nodes: []NodeInput{{Name: nodeName, InstanceID: instance1, NetNS: e.ln.NetNSPath(),
+			StorePath: e.path("store.db"), Socket: e.path("eni.socket")}}}
+}
+
+// conflist is the node's network configuration with the terway plugin.
+func (e *labEnv) conflist() *libcni.NetworkConfigList {
+	raw, err := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": "terway", "plugins": []any{map[string]any{
+		"type": "terway", "socket_path": e.path("eni.socket"), "state_dir": e.path("state"),
+		"eniip_virtual_type": "Veth", "mtu": 1500, "log_file": e.path("plugin.log")}}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	list, err := libcni.ConfListFromBytes(raw)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return list
+}
+
+// addPod creates the pod object, runs CNI ADD in the node's namespace as
+// a runtime would and reports the address as the kubelet would.
+func (e *labEnv) addPod(name string) netip.Addr {
+	t := e.t
+	t.Helper()
+	ctx := ctxT(t)
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "audit", Name: name, UID: k8stypes.UID("uid-" + name)},
+		Spec: corev1.PodSpec{NodeName: nodeName}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	if _, err := e.kube.CoreV1().Pods("audit").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	podNS, err := testnetns.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := testnetns.Remove(podNS); err != nil {
+			t.Errorf("remove pod netns: %v", err)
+		}
+	})
+	exec := nsExec{Exec: &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: e.logs}, PluginDecoder: version.PluginDecoder{}},
+		path: e.ln.NetNSPath()}
+	cni := libcni.NewCNIConfigWithCacheDir([]string{pluginBin}, e.path("cache"), exec)
+	rt := &libcni.RuntimeConf{ContainerID: "c-" + name, NetNS: podNS.Path(), IfName: "eth0", Args: [][2]string{
+		{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "audit"}, {"K8S_POD_NAME", name},
+		{"K8S_POD_INFRA_CONTAINER_ID", "c-" + name}, {"K8S_POD_UID", "uid-" + name}}}
+	res, err := cni.AddNetworkList(ctx, e.conflist(), rt)
+	if err != nil {
+		plog, _ := os.ReadFile(e.path("plugin.log"))
+		t.Fatalf("CNI ADD %s: %v\nplugin log:\n%s", name, err, plog)
+	}
+	r, err := current.NewResultFromResult(res)
+	if err != nil || len(r.IPs) == 0 {
+		t.Fatalf("ADD result %v: %v", res, err)
+	}
+	ip, _ := netip.AddrFromSlice(r.IPs[0].Address.IP)
+	ip = ip.Unmap()
+	p.Status.PodIPs, p.Status.PodIP = []corev1.PodIP{{IP: ip.String()}}, ip.String()
+	if _, err := e.kube.CoreV1().Pods("audit").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return ip
+}
+
+// nsExec runs plugins in the node's network namespace: the child inherits
+// the namespace of the OS thread that forks it, which ns.Do locks.
+type nsExec struct {
+	invoke.Exec
+	path string
+}
+
+func (x nsExec) ExecPlugin(ctx context.Context, plugin string, stdin []byte, env []string) ([]byte, error) {
+	var out []byte
+	err := ns.WithNetNSPath(x.path, func(ns.NetNS) error {
+		var err error
+		out, err = x.Exec.ExecPlugin(ctx, plugin, stdin, env)
+		return err
+	})
+	return out, err
+}
+
+// waitPoolWarm waits until the daemon's pool has at least two idle
+// addresses and no call in flight.
+func (e *labEnv) waitPoolWarm() {
+	t := e.t
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v, err := readPool(ctxT(t), e.path("eni.socket"))
+		idle := 0
+		if err == nil {
+			for _, a := range v.addrs {
+				if a.State == "idle" {
+					idle++
+				}
+			}
+			if idle >= 2 && v.inflight == 0 && v.waiting == 0 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pool not warm: %d idle, %+v, %v", idle, v, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ecsClient is the real SDK pointed at fakecloud with the test's
+// AccessKey: changes made through it are unknown to the daemon.
+func (e *labEnv) ecsClient() *ecs.Client {
+	cfg := sdk.NewConfig()
+	cfg.Scheme = "HTTP"
+	c, err := ecs.NewClientWithOptions(fakecloud.DefaultRegion, cfg, credentials.NewAccessKeyCredential(testAK, testSK))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	u, _ := url.Parse(e.api.URL)
+	c.Domain = u.Host
+	return c
+}
+
+// logBuffer collects the daemon's and plugin's logs for failure reports.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -1,0 +1,19 @@
+package cluster
+
+import (
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/terway-sim/terway/lab/audit"
+)
+
+// AuditInput points the audit at the lab's four sources: fakecloud's
+// world, the API server, each node's daemon store (and pool, through its
+// socket) and each node's network namespace.
+func (s *State) AuditInput(kube kubernetes.Interface) audit.Input {
+	in := audit.Input{FakecloudURL: s.FakecloudURL, AdminToken: s.AdminToken, Kube: kube, Mode: s.Mode}
+	for _, n := range s.Nodes {
+		in.Nodes = append(in.Nodes, audit.NodeInput{Name: n.Name, InstanceID: n.InstanceID, NetNS: n.NetNS,
+			StorePath: n.HostPath("/var/lib/cni/terway/ResRelation.db"), Socket: n.HostPath("/run/eni/eni.socket")})
+	}
+	return in
+}

@@ -1,0 +1,114 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/terway-sim/terway/lab/manifests"
+)
+
+// Lab pool bounds: small enough that a demo shows both a cold and a warm
+// pool, and that the audit can check the pool returns within them.
+const (
+	labMinPool = 0
+	labMaxPool = 5
+)
+
+// eniConf is the lab's eni_conf: the world's vSwitches per zone and its
+// security group. It carries no AccessKey: terwayd takes STS credentials
+// from the instance RAM role through the metadata service.
+func (s *Supervisor) eniConf() ([]byte, error) {
+	vsw := map[string][]string{}
+	for _, v := range s.cloud.World().VSwitches {
+		vsw[v.ZoneID] = append(vsw[v.ZoneID], v.ID)
+	}
+	conf := map[string]any{
+		"version":                  "1",
+		"vswitches":                vsw,
+		"security_group":           s.securityGroup(),
+		"service_cidr":             serviceCIDR,
+		"min_pool_size":            labMinPool,
+		"max_pool_size":            labMaxPool,
+		"ip_stack":                 "ipv4",
+		"vswitch_selection_policy": "ordered",
+	}
+	return json.MarshalIndent(conf, "", "  ")
+}
+
+func (s *Supervisor) securityGroup() string {
+	spec, err := labSpec(s.cfg)
+	if err != nil || len(spec.SecurityGroups) == 0 {
+		return ""
+	}
+	return spec.SecurityGroups[0].ID
+}
+
+// deployTerway applies deploy/ with the lab overlay, as a user applies
+// the same manifests to any cluster.
+func (s *Supervisor) deployTerway(ctx context.Context) error {
+	conf, err := s.eniConf()
+	if err != nil {
+		return err
+	}
+	objs, err := manifests.Render(manifests.Params{Image: s.cfg.TerwayImage, Mode: s.cfg.Mode, ENIConf: conf})
+	if err != nil {
+		return fmt.Errorf("render deploy/: %w", err)
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", s.st.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	if err := manifests.Apply(ctx, rc, objs); err != nil {
+		return fmt.Errorf("apply deploy/: %w", err)
+	}
+	return nil
+}
+
+// waitReady waits until every node is Ready and the terway DaemonSet has
+// a ready pod on each.
+func (s *Supervisor) waitReady(ctx context.Context) error {
+	want := len(s.st.Nodes)
+	return waitFor(ctx, nil, "nodes Ready and terway running", 5*time.Minute, func(ctx context.Context) error {
+		if p := s.procs.firstExited(); p != nil {
+			_, err := p.exited()
+			return backoffStop{fmt.Errorf("%s exited (%v); log tail:\n%s", p.name, err, p.logTail())}
+		}
+		nodes, err := s.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		ready := 0
+		for _, n := range nodes.Items {
+			if nodeReady(&n) {
+				ready++
+			}
+		}
+		if ready < want {
+			return fmt.Errorf("%d of %d nodes Ready", ready, want)
+		}
+		var ds *appsv1.DaemonSet
+		if ds, err = s.kube.AppsV1().DaemonSets("kube-system").Get(ctx, "terway", metav1.GetOptions{}); err != nil {
+			return err
+		}
+		if int(ds.Status.NumberReady) < want {
+			return fmt.Errorf("terway ready on %d of %d nodes", ds.Status.NumberReady, want)
+		}
+		return nil
+	})
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,59 @@
+package cluster
+
+import (
+	"fmt"
+
+	"github.com/terway-sim/terway/fakecloud"
+)
+
+// DefaultInstanceType is the nodes' instance type when none is given:
+// four ENIs of 15 addresses, so ENIMultiIP holds 45 pods per node and
+// ENIOnly 3.
+const DefaultInstanceType = "ecs.g7.xlarge"
+
+// labSpec is the emulated world: the world file's, or the default world's
+// topology with the lab's own instances, spread over the zones.
+func labSpec(c Config) (fakecloud.Spec, error) {
+	var spec fakecloud.Spec
+	if c.WorldFile != "" {
+		s, err := fakecloud.LoadSpec(c.WorldFile)
+		if err != nil {
+			return spec, err
+		}
+		spec = s
+		if c.Nodes > 0 {
+			spec.Instances = firstRunning(spec.Instances, c.Nodes)
+		}
+	} else {
+		spec = fakecloud.DefaultSpec()
+		spec.Instances = nil
+		for i := range c.Nodes {
+			vsw := spec.VSwitches[i%len(spec.VSwitches)]
+			spec.Instances = append(spec.Instances, fakecloud.InstanceSpec{
+				ID:   fmt.Sprintf("i-bp1terwaylab%08d", i+1),
+				Name: fmt.Sprintf("%s-%d", c.Name, i+1), InstanceType: c.InstanceType,
+				VSwitchID: vsw.ID, SecurityGroupIDs: []string{fakecloud.DefaultSecurityGroup},
+				RAMRole: fakecloud.DefaultRAMRole,
+			})
+		}
+	}
+	if err := spec.Validate(); err != nil {
+		return spec, fmt.Errorf("lab world: %w", err)
+	}
+	return spec, nil
+}
+
+// firstRunning keeps the first n running instances of a world file; the
+// others would be nodes without a kubelet.
+func firstRunning(in []fakecloud.InstanceSpec, n int) []fakecloud.InstanceSpec {
+	var out []fakecloud.InstanceSpec
+	for _, i := range in {
+		if i.Status == "" || i.Status == "Running" {
+			if len(out) == n {
+				continue
+			}
+		}
+		out = append(out, i)
+	}
+	return out
+}
