@@ -35,9 +35,29 @@ build: ## Build every command into ./bin
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 .PHONY: test
-test: ## Run all tests with -race, then a short fuzz smoke run
+test: ## All tests with -race, a short fuzz smoke run, then the scenario suites on a fresh lab (root)
 	$(GO) test -race -count=1 -timeout 30m ./...
 	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=$(FUZZ_SMOKE)
+	@$(MAKE) --no-print-directory test-lab
+
+# Flags for terway-lab up/demo/test, e.g. LAB_ARGS="--mode ENIOnly --nodes 3".
+LAB_ARGS ?=
+
+.PHONY: test-lab
+test-lab: build ## Scenario suites (scenarios/) on a fresh lab; fails if down leaves the machine changed
+	$(BIN)/terway-lab test $(LAB_ARGS)
+
+.PHONY: demo
+demo: build ## The main job (root): lab up, workload, connectivity, audit, report, down, machine compared
+	$(BIN)/terway-lab demo $(LAB_ARGS)
+
+.PHONY: lab-up
+lab-up: build ## Bring the lab up in the background (real Kubernetes on fakecloud, Terway from deploy/)
+	$(BIN)/terway-lab up $(LAB_ARGS)
+
+.PHONY: lab-down
+lab-down: build ## Take the lab down and remove everything it left (idempotent)
+	$(BIN)/terway-lab down
 
 .PHONY: fuzz
 fuzz: ## Fuzz every target for FUZZ_TIME (default 2m each; a count like 50000x works too)
@@ -144,5 +164,5 @@ proto: ## Regenerate daemon/rpc from its .proto files (generated code is committ
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative rpc.proto tracing.proto
 
 .PHONY: clean
-clean: ## Remove build outputs
+clean: ## Remove build outputs (the lab's cache, .lab/, stays; rm -rf .lab to rebuild it)
 	rm -rf $(BIN)

@@ -25,6 +25,7 @@ const (
 // A retried ADD gets the same address from the daemon and Setup repairs
 // whatever is missing, so it yields the same result.
 func (p *plugin) cmdAdd(args *skel.CmdArgs) error {
+	begun := time.Now()
 	inv, err := p.begin(args, "ADD")
 	if err != nil {
 		return err
@@ -72,7 +73,7 @@ func (p *plugin) cmdAdd(args *skel.CmdArgs) error {
 		return types.NewError(types.ErrInternal, fmt.Sprintf("ADD pod %s: %v", inv.pod, err), "")
 	}
 	inv.log.Info("pod network set up", "kind", att.Spec.Kind, "ipv4", att.Spec.IPv4, "ipv6", att.Spec.IPv6,
-		"hostVeth", att.Spec.HostVeth, "took", time.Since(start))
+		"hostVeth", att.Spec.HostVeth, "took", time.Since(start), "total", time.Since(begun))
 	return inv.printResult(result)
 }
 

@@ -68,7 +68,7 @@ repository); later runs reuse it. Run as root.`,
 	pf.StringVar(&g.name, "name", "lab", "lab name (1-8 of [a-z0-9-]); nodes are <name>-<i>")
 	pf.StringVar(&g.stateDir, "state-dir", "", "lab state directory (default "+cluster.DefaultStateRoot+"/<name>)")
 	root.AddCommand(newUpCommand(g), newDownCommand(g), newStatusCommand(g), newEnvCommand(g),
-		newAuditCommand(g), newDemoCommand(g), newSuperviseCommand(g))
+		newAuditCommand(g), newDemoCommand(g), newTestCommand(g), newSuperviseCommand(g))
 	return root
 }
 

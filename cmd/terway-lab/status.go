@@ -109,10 +109,9 @@ The scenario suites read the same variables.`,
 			if err != nil {
 				return err
 			}
-			printf(g.stdout, "export KUBECONFIG=%s\n", st.Kubeconfig)
-			printf(g.stdout, "export FAKECLOUD_URL=%s\n", st.FakecloudURL)
-			printf(g.stdout, "export FAKECLOUD_ADMIN_TOKEN=%s\n", st.AdminToken)
-			printf(g.stdout, "export TERWAY_LAB_DIR=%s\n", st.Dir)
+			for _, kv := range labEnv(st) {
+				printf(g.stdout, "export %s\n", kv)
+			}
 			return nil
 		},
 	}

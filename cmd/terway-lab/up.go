@@ -55,29 +55,45 @@ func newUpCommand(g *globals) *cobra.Command {
 
 // up brings a lab up and returns its state once it is ready.
 func up(ctx context.Context, g *globals, o *upOptions) (*cluster.State, error) {
-	if os.Geteuid() != 0 {
-		return nil, errors.New("terway-lab up needs root (network namespaces, mounts, cgroups)")
-	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	o.cfg.Name, o.cfg.Dir = g.name, g.dir()
-	if err := o.cfg.Validate(); err != nil {
+	start := time.Now()
+	if err := prepare(ctx, g, o); err != nil {
 		return nil, err
 	}
+	return launch(ctx, g, o, start)
+}
+
+// prepare checks the request, clears a dead lab of the same name and
+// builds or finds the prerequisites.
+func prepare(ctx context.Context, g *globals, o *upOptions) error {
+	if os.Geteuid() != 0 {
+		return errors.New("terway-lab needs root (network namespaces, mounts, cgroups)")
+	}
+	o.cfg.Name, o.cfg.Dir = g.name, g.dir()
+	if err := o.cfg.Validate(); err != nil {
+		return err
+	}
 	if err := clearOld(g); err != nil {
-		return nil, err
+		return err
 	}
 	repo, err := findRepo(o.repo)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	start := time.Now()
 	tools, err := prereq.Ensure(ctx, prereq.Options{RepoDir: repo, CacheDir: o.cacheDir, Progress: g.stdout, Apt: !o.noApt})
 	if err != nil {
-		return nil, fmt.Errorf("prerequisites: %w", err)
+		return fmt.Errorf("prerequisites: %w", err)
 	}
 	printf(g.stdout, "prerequisites ready in %.0fs\n", time.Since(start).Seconds())
 	o.cfg.BinDir, o.cfg.Images, o.cfg.TerwayImage = tools.BinDir, tools.Images, tools.TerwayImage
+	return nil
+}
+
+// launch starts the supervisor and waits until the lab is ready; a lab
+// that fails is taken down again, its logs kept.
+func launch(ctx context.Context, g *globals, o *upOptions, start time.Time) (*cluster.State, error) {
 	if err := cluster.WriteConfig(o.cfg); err != nil {
 		return nil, err
 	}
@@ -86,15 +102,14 @@ func up(ctx context.Context, g *globals, o *upOptions) (*cluster.State, error) {
 	}
 	st, err := waitUp(ctx, g)
 	if err != nil {
-		printf(g.stderr, "lab failed: %v\nsupervisor log: %s\ntaking it down again\n", err,
-			filepath.Join(g.dir(), "logs", "supervisor.log"))
+		printf(g.stderr, "lab failed: %v\n", err)
 		keepLogs(g)
 		if derr := cluster.Down(g.dir(), g.stdout); derr != nil {
 			printf(g.stderr, "down: %v\n", derr)
 		}
 		return nil, err
 	}
-	printf(g.stdout, "lab %s is up: %d nodes, mode %s, %.0fs to Ready (%.0fs with prerequisites)\n",
+	printf(g.stdout, "lab %s is up: %d nodes, mode %s, %.0fs to Ready (%.0fs in all)\n",
 		st.Name, len(st.Nodes), st.Mode, st.UpSeconds, time.Since(start).Seconds())
 	printf(g.stdout, "in another terminal: eval $(%s env%s)\n", os.Args[0], nameFlag(g))
 	return st, nil
@@ -130,13 +145,14 @@ func startSupervisor(g *globals) error {
 		return err
 	}
 	defer log.Close()
-	cmd := exec.Command(self, "supervise", "--name", g.name, "--state-dir", g.dir())
+	// setsid --fork: the supervisor gets its own session and init as its
+	// parent, so it outlives this command and is nobody's descendant.
+	cmd := exec.Command("setsid", "--fork", self, "supervise", "--name", g.name, "--state-dir", g.dir())
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
+	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("start the lab supervisor: %w", err)
 	}
-	return cmd.Process.Release()
+	return nil
 }
 
 // waitUp follows the supervisor's progress until the lab is ready.

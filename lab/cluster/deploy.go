@@ -18,8 +18,23 @@ import (
 // pool, and that the audit can check the pool returns within them.
 const (
 	labMinPool = 0
-	labMaxPool = 5
+	labMaxPool = 10
 )
+
+// CNILogPath is where the lab's CNI plugin logs on each node (a node
+// path); the demo reads ADD latencies from it.
+const CNILogPath = "/var/lib/cni/terway/terway-cni.log"
+
+// labCNIConf is deploy/'s 10-terway.conf plus a log file, so that the
+// plugin's own view of every ADD (its total time) can be read back.
+const labCNIConf = `{
+  "cniVersion": "1.1.0",
+  "name": "terway",
+  "type": "terway",
+  "eniip_virtual_type": "Veth",
+  "log_file": "` + CNILogPath + `"
+}
+`
 
 // eniConf is the lab's eni_conf: the world's vSwitches per zone and its
 // security group. It carries no AccessKey: terwayd takes STS credentials
@@ -57,7 +72,8 @@ func (s *Supervisor) deployTerway(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	objs, err := manifests.Render(manifests.Params{Image: s.cfg.TerwayImage, Mode: s.cfg.Mode, ENIConf: conf})
+	objs, err := manifests.Render(manifests.Params{Image: s.cfg.TerwayImage, Mode: s.cfg.Mode, ENIConf: conf,
+		CNIConf: []byte(labCNIConf)})
 	if err != nil {
 		return fmt.Errorf("render deploy/: %w", err)
 	}

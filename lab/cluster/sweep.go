@@ -16,9 +16,7 @@ import (
 func sweepNode(n NodeState) error {
 	netns := ""
 	if fi, err := os.Stat(n.NetNS); err == nil {
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			netns = fmt.Sprintf("net:[%d]", st.Ino)
-		}
+		netns = fmt.Sprintf("net:[%d]", inode(fi))
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -34,6 +32,14 @@ func sweepNode(n NodeState) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// inode is the inode number of a file (a namespace's identity).
+func inode(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino
+	}
+	return 0
 }
 
 // nodeProcesses lists the live processes of node n (never this one).

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+
+	"github.com/spf13/cobra"
+
+	"github.com/terway-sim/terway/lab/cluster"
+)
+
+func newTestCommand(g *globals) *cobra.Command {
+	o := &upOptions{}
+	var keep bool
+	cmd := &cobra.Command{
+		Use:   "test [-- go test flags]",
+		Short: "Up, run the scenario suites (go test ./scenarios/) against the lab, down, compare the machine",
+		Long: `test brings a lab up, runs the scenario suites in scenarios/ against it with
+every tier available (API server, fakecloud admin, node access: the same
+variables terway-lab env prints), takes the lab down and fails if the machine
+differs from before. Arguments after -- go to go test, e.g.
+  terway-lab test -- -run TestScenarios -args -ginkgo.focus=ENIMultiIP`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runTest(cmd.Context(), g, o, args, keep)
+		},
+	}
+	o.addFlags(cmd)
+	cmd.Flags().BoolVar(&keep, "keep", false, "leave the lab up afterwards (no machine comparison)")
+	return cmd
+}
+
+func runTest(ctx context.Context, g *globals, o *upOptions, args []string, keep bool) error {
+	repo, err := findRepo(o.repo)
+	if err != nil {
+		return err
+	}
+	return withLab(ctx, g, o, keep, func(ctx context.Context, st *cluster.State) error {
+		return goTestScenarios(ctx, g, st, repo, args)
+	})
+}
+
+// goTestScenarios runs the scenario suites with the lab's tiers in the
+// environment.
+func goTestScenarios(ctx context.Context, g *globals, st *cluster.State, repo string, args []string) error {
+	full := append([]string{"test", "-count=1", "-timeout", "30m", "./scenarios/..."}, args...)
+	cmd := exec.CommandContext(ctx, "go", full...)
+	cmd.Dir = repo
+	cmd.Stdout, cmd.Stderr = g.stdout, g.stderr
+	cmd.Env = append(os.Environ(), labEnv(st)...)
+	printf(g.stdout, "running: go %v\n", full)
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("scenario suites: %w", err)
+	}
+	return nil
+}
+
+// labEnv is what env prints, as environment entries.
+func labEnv(st *cluster.State) []string {
+	return []string{"KUBECONFIG=" + st.Kubeconfig, "FAKECLOUD_URL=" + st.FakecloudURL,
+		"FAKECLOUD_ADMIN_TOKEN=" + st.AdminToken, "TERWAY_LAB_DIR=" + st.Dir}
+}

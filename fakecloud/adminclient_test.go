@@ -1,0 +1,44 @@
+package fakecloud
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestAdminClient(t *testing.T) {
+	c, err := New(Options{AdminToken: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	ctx := context.Background()
+	a := &AdminClient{URL: srv.URL, Token: "tok"}
+	w, err := a.World(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.RegionID != DefaultRegion || len(w.Instances) == 0 {
+		t.Fatalf("world: region %q, %d instances", w.RegionID, len(w.Instances))
+	}
+	name, err := a.AddFault(ctx, Fault{Kind: "error", Action: "DescribeVSwitches", Probability: 1})
+	if err != nil || name == "" {
+		t.Fatalf("AddFault: %q, %v", name, err)
+	}
+	if err := a.ClearFaults(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ResetCalls(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if calls, err := a.Calls(ctx); err != nil || len(calls) != 0 {
+		t.Fatalf("calls after reset: %v, %v", calls, err)
+	}
+	bad := &AdminClient{URL: srv.URL, Token: "wrong"}
+	if _, err := bad.World(ctx); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("wrong token: %v, want a 401 error", err)
+	}
+}

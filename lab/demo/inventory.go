@@ -1,0 +1,132 @@
+package demo
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/lab/cluster"
+	"github.com/terway-sim/terway/lab/workload"
+)
+
+// NodeInventory is what one node holds in the cloud against its pods,
+// taken while the workload runs.
+type NodeInventory struct {
+	Node string `json:"node"`
+	Pods int    `json:"pods"`
+	// ENIs are the node's secondary ENIs; IPs the addresses on them that
+	// pods can use (ENIOnly: each ENI's primary address; ENIMultiIP: the
+	// secondary addresses).
+	ENIs int `json:"enis"`
+	IPs  int `json:"ips"`
+}
+
+// inventory records ENIs and addresses in use against running pods.
+func (d *run) inventory(ctx context.Context) error {
+	w, err := d.admin.World(ctx)
+	if err != nil {
+		return err
+	}
+	pods, err := d.w.Pods(ctx)
+	if err != nil {
+		return err
+	}
+	perNode := map[string]int{}
+	for _, p := range pods {
+		if workload.IsReady(&p) {
+			perNode[p.Spec.NodeName]++
+		}
+	}
+	for _, n := range d.o.State.Nodes {
+		inv := NodeInventory{Node: n.Name, Pods: perNode[n.Name]}
+		for _, e := range w.ENIs {
+			if e.InstanceID != n.InstanceID || e.Type == "Primary" {
+				continue
+			}
+			inv.ENIs++
+			if d.o.State.Mode == cluster.ModeENIOnly {
+				inv.IPs++
+			} else {
+				inv.IPs += len(e.IPv4)
+			}
+		}
+		d.r.Inventory = append(d.r.Inventory, inv)
+	}
+	return nil
+}
+
+// calls records cloud API calls by action since the demo began.
+func (d *run) calls(ctx context.Context) error {
+	stats, err := d.admin.Calls(ctx)
+	if err != nil {
+		return err
+	}
+	d.r.Calls = map[string]int64{}
+	for _, s := range stats {
+		if s.Outcome == fakecloud.OutcomeSuccess {
+			d.r.Calls[s.Action] += s.Count
+		} else if strings.HasPrefix(s.Outcome, "Throttling") {
+			d.r.Throttled += s.Count
+		} else {
+			d.r.Failed += s.Count
+		}
+	}
+	d.r.PodsStarted = 2 * d.o.Replicas
+	return nil
+}
+
+// cniLogMarks remembers how far each node's CNI log was written, so that
+// only this demo's ADDs are counted.
+func cniLogMarks(st *cluster.State) map[string]int64 {
+	m := map[string]int64{}
+	for _, n := range st.Nodes {
+		if fi, err := os.Stat(n.HostPath(cluster.CNILogPath)); err == nil {
+			m[n.Name] = fi.Size()
+		}
+	}
+	return m
+}
+
+// cniAddLatencies reads the plugin's own measure of each successful ADD
+// (its "total", from invocation to result) from every node's CNI log.
+func cniAddLatencies(st *cluster.State, marks map[string]int64) []time.Duration {
+	var out []time.Duration
+	for _, n := range st.Nodes {
+		f, err := os.Open(n.HostPath(cluster.CNILogPath))
+		if err != nil {
+			continue
+		}
+		if _, err := f.Seek(marks[n.Name], 0); err == nil {
+			out = append(out, parseAddTotals(f)...)
+		}
+		f.Close()
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// parseAddTotals finds total=<duration> on the plugin's "pod network set
+// up" lines (slog text format).
+func parseAddTotals(f io.Reader) []time.Duration {
+	var out []time.Duration
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, `msg="pod network set up"`) {
+			continue
+		}
+		for _, field := range strings.Fields(line) {
+			if v, ok := strings.CutPrefix(field, "total="); ok {
+				if d, err := time.ParseDuration(v); err == nil {
+					out = append(out, d)
+				}
+			}
+		}
+	}
+	return out
+}

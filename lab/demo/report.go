@@ -1,0 +1,170 @@
+package demo
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/terway-sim/terway/lab/audit"
+	"github.com/terway-sim/terway/lab/cluster"
+	"github.com/terway-sim/terway/lab/workload"
+)
+
+// Report is the demo's result.
+type Report struct {
+	Mode      string  `json:"mode"`
+	Nodes     int     `json:"nodes"`
+	Replicas  int     `json:"replicas"`
+	UpSeconds float64 `json:"upSeconds"`
+	// Cold and Warm are pod ready latencies (creation to Ready as the
+	// watch saw it) of the first rollout and of the one after scaling to 0.
+	Cold workload.Summary `json:"coldPool"`
+	Warm workload.Summary `json:"warmPool"`
+	// CNIAdd is ADD as the plugin measured it, both rollouts.
+	CNIAdd       workload.Summary `json:"cniAdd"`
+	Connectivity []workload.Check `json:"connectivity"`
+	// Calls are successful cloud API calls by action over both rollouts
+	// (PodsStarted pods); Throttled and Failed count the others.
+	Calls       map[string]int64 `json:"calls"`
+	PodsStarted int              `json:"podsStarted"`
+	Throttled   int64            `json:"throttled"`
+	Failed      int64            `json:"failed"`
+	Inventory   []NodeInventory  `json:"inventory"`
+	Memory      cluster.Memory   `json:"memoryMiB"`
+	Audit       *audit.Report    `json:"audit,omitempty"`
+}
+
+// OK reports whether every connectivity check passed and the audit is
+// clean.
+func (r *Report) OK() bool {
+	return len(r.Connectivity) > 0 && len(workload.Failed(r.Connectivity)) == 0 && r.Audit != nil && r.Audit.Clean()
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
+
+// rows are the report's figures as label/value pairs, shared by the text
+// and Markdown renderings.
+func (r *Report) rows() [][2]string {
+	lat := func(s workload.Summary) string {
+		return fmt.Sprintf("p50 %s, p90 %s, p99 %s (n=%d)", ms(s.P50), ms(s.P90), ms(s.P99), s.Count)
+	}
+	rows := [][2]string{
+		{"mode / nodes / pods", fmt.Sprintf("%s / %d / %d", r.Mode, r.Nodes, r.Replicas)},
+		{"lab up (to Ready)", fmt.Sprintf("%.1f s", r.UpSeconds)},
+		{"pod ready, cold pool", lat(r.Cold)},
+		{"pod ready, warm pool", lat(r.Warm)},
+		{"CNI ADD (plugin side)", lat(r.CNIAdd)},
+		{"connectivity", r.connectivitySummary()},
+	}
+	actions := make([]string, 0, len(r.Calls))
+	for a := range r.Calls {
+		actions = append(actions, a)
+	}
+	sort.Strings(actions)
+	var calls []string
+	for _, a := range actions {
+		calls = append(calls, fmt.Sprintf("%s %d (%.2f/pod)", a, r.Calls[a], float64(r.Calls[a])/float64(max(r.PodsStarted, 1))))
+	}
+	rows = append(rows, [2]string{"cloud calls over " + fmt.Sprint(r.PodsStarted) + " pod starts", strings.Join(calls, "; ")},
+		[2]string{"throttled / failed calls", fmt.Sprintf("%d / %d", r.Throttled, r.Failed)})
+	for _, inv := range r.Inventory {
+		rows = append(rows, [2]string{"in use on " + inv.Node, fmt.Sprintf("%d pods, %d secondary ENIs, %d usable IPs", inv.Pods, inv.ENIs, inv.IPs)})
+	}
+	rows = append(rows, [2]string{"memory, control plane", r.memoryControlPlane()})
+	for _, n := range sortedKeys(r.Memory.Nodes) {
+		rows = append(rows, [2]string{"memory, node " + n, fmt.Sprintf("%.0f MiB", r.Memory.Nodes[n])})
+	}
+	auditRes := "not run"
+	if r.Audit != nil {
+		auditRes = "clean"
+		if !r.Audit.Clean() {
+			auditRes = fmt.Sprintf("%d finding(s): %v", len(r.Audit.Findings), r.Audit.Kinds())
+		}
+	}
+	return append(rows, [2]string{"audit", auditRes})
+}
+
+func (r *Report) connectivitySummary() string {
+	byKind := map[workload.CheckKind][2]int{}
+	for _, c := range r.Connectivity {
+		v := byKind[c.Kind]
+		v[1]++
+		if c.OK {
+			v[0]++
+		}
+		byKind[c.Kind] = v
+	}
+	var parts []string
+	for _, k := range []workload.CheckKind{workload.KindSameNode, workload.KindCrossNode, workload.KindService} {
+		v := byKind[k]
+		parts = append(parts, fmt.Sprintf("%s %d/%d", k, v[0], v[1]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (r *Report) memoryControlPlane() string {
+	var parts []string
+	for _, k := range sortedKeys(r.Memory.ControlPlane) {
+		parts = append(parts, fmt.Sprintf("%s %.0f", k, r.Memory.ControlPlane[k]))
+	}
+	return fmt.Sprintf("%.0f MiB (%s)", r.Memory.ControlPlaneTotal(), strings.Join(parts, ", "))
+}
+
+func sortedKeys(m map[string]float64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// WriteText writes the report for a terminal.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	verdict := "PASS"
+	if !r.OK() {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(&b, "demo report: %s\n", verdict)
+	for _, row := range r.rows() {
+		fmt.Fprintf(&b, "  %-34s %s\n", row[0], row[1])
+	}
+	for _, c := range workload.Failed(r.Connectivity) {
+		fmt.Fprintf(&b, "  failed: %s\n", c)
+	}
+	if r.Audit != nil && !r.Audit.Clean() {
+		_ = r.Audit.WriteText(&b)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteMarkdown writes the report as a Markdown table.
+func (r *Report) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	verdict := "pass"
+	if !r.OK() {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(&b, "# terway-lab demo (%s): %s\n\n| figure | value |\n|---|---|\n", r.Mode, verdict)
+	for _, row := range r.rows() {
+		fmt.Fprintf(&b, "| %s | %s |\n", row[0], strings.ReplaceAll(row[1], "|", "\\|"))
+	}
+	for _, c := range workload.Failed(r.Connectivity) {
+		fmt.Fprintf(&b, "\n- failed: %s", c)
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
