@@ -162,8 +162,12 @@ func (n *node) startKubelet(p *pki, kubeconfig, region string) error {
 }
 
 // startKubeProxy starts kube-proxy in iptables mode. conntrack settings
-// are zeroed because nf_conntrack_max is machine-wide.
-func (n *node) startKubeProxy(kubeconfig, clusterCIDR string) error {
+// are zeroed because nf_conntrack_max is machine-wide. masqueradeAll is
+// for exclusive ENIs: a pod reaches Services through its host peer veth,
+// but a backend answers the pod's own address straight through the VPC to
+// the pod's ENI, past the node that did the DNAT; with the node's address
+// as source the answer comes back through the node and is un-NATed.
+func (n *node) startKubeProxy(kubeconfig, clusterCIDR string, masqueradeAll bool) error {
 	cfg := filepath.Join(n.dir, "kube-proxy.yaml")
 	body := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
@@ -174,7 +178,8 @@ hostnameOverride: %s
 metricsBindAddress: 127.0.0.1:10249
 healthzBindAddress: 127.0.0.1:10256
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
-`, kubeconfig, clusterCIDR, n.st.Name)
+iptables: {masqueradeAll: %t}
+`, kubeconfig, clusterCIDR, n.st.Name, masqueradeAll)
 	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
 		return err
 	}

@@ -17,6 +17,8 @@ var nodePaths = []string{
 	"/etc/cni/net.d", "/opt/cni/bin", "/var/lib/cni", "/run/eni", "/etc/eni",
 	"/run/containerd", "/var/lib/containerd", "/var/lib/kubelet", "/run/netns",
 	"/var/log/pods", "/var/log/containers",
+	// containerd's own defaults: its NRI socket and its "opt" directory.
+	"/run/nri", "/opt/containerd",
 }
 
 // kubeletSysctls are the kernel settings the kubelet insists on. They are

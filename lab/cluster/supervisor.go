@@ -299,7 +299,7 @@ func (s *Supervisor) startNode(ctx context.Context, n *node, clusterCIDR string)
 	if err := n.startKubelet(s.pki, s.cp.kubeconfig("node-"+n.st.Name), s.st.Region); err != nil {
 		return err
 	}
-	return n.startKubeProxy(s.cp.kubeconfig("kube-proxy"), clusterCIDR)
+	return n.startKubeProxy(s.cp.kubeconfig("kube-proxy"), clusterCIDR, s.cfg.Mode == ModeENIOnly)
 }
 
 // startRouteController does cloud-controller-manager's job for VPC mode:

@@ -97,7 +97,7 @@ func (d *run) steps(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	logMark := cniLogMarks(d.o.State)
+	coldMark := cniLogMarks(d.o.State)
 	d.step("cold pool: starting %d pods", d.o.Replicas)
 	if d.r.Cold, err = d.rollout(ctx, func() error { return d.w.Deploy(ctx) }); err != nil {
 		return fmt.Errorf("cold rollout: %w", err)
@@ -116,11 +116,13 @@ func (d *run) steps(ctx context.Context) error {
 	if err := d.w.WaitGone(ctx); err != nil {
 		return err
 	}
+	d.r.CNIAddCold = workload.Summarize(cniAddLatencies(d.o.State, coldMark))
+	warmMark := cniLogMarks(d.o.State)
 	d.step("warm pool: starting %d pods again", d.o.Replicas)
 	if d.r.Warm, err = d.rollout(ctx, func() error { return d.w.Scale(ctx, int32(d.o.Replicas)) }); err != nil {
 		return fmt.Errorf("warm rollout: %w", err)
 	}
-	d.r.CNIAdd = workload.Summarize(cniAddLatencies(d.o.State, logMark))
+	d.r.CNIAddWarm = workload.Summarize(cniAddLatencies(d.o.State, warmMark))
 	if err := d.calls(ctx); err != nil {
 		return err
 	}

@@ -19,9 +19,9 @@ import (
 type NodeInventory struct {
 	Node string `json:"node"`
 	Pods int    `json:"pods"`
-	// ENIs are the node's secondary ENIs; IPs the addresses on them that
-	// pods can use (ENIOnly: each ENI's primary address; ENIMultiIP: the
-	// secondary addresses).
+	// ENIs are the node's secondary ENIs; IPs the IPv4 addresses on them
+	// (ENIOnly: each ENI's primary address, the pod's; ENIMultiIP: primary
+	// and secondary addresses, all of which Terway hands to pods).
 	ENIs int `json:"enis"`
 	IPs  int `json:"ips"`
 }
@@ -52,7 +52,7 @@ func (d *run) inventory(ctx context.Context) error {
 			if d.o.State.Mode == cluster.ModeENIOnly {
 				inv.IPs++
 			} else {
-				inv.IPs += len(e.IPv4)
+				inv.IPs += 1 + len(e.IPv4)
 			}
 		}
 		d.r.Inventory = append(d.r.Inventory, inv)
@@ -66,14 +66,14 @@ func (d *run) calls(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.r.Calls = map[string]int64{}
+	d.r.Calls, d.r.Failed = map[string]int64{}, map[string]int64{}
 	for _, s := range stats {
 		if s.Outcome == fakecloud.OutcomeSuccess {
 			d.r.Calls[s.Action] += s.Count
 		} else if strings.HasPrefix(s.Outcome, "Throttling") {
 			d.r.Throttled += s.Count
 		} else {
-			d.r.Failed += s.Count
+			d.r.Failed[s.Action+": "+s.Outcome] += s.Count
 		}
 	}
 	d.r.PodsStarted = 2 * d.o.Replicas

@@ -23,15 +23,18 @@ type Report struct {
 	// watch saw it) of the first rollout and of the one after scaling to 0.
 	Cold workload.Summary `json:"coldPool"`
 	Warm workload.Summary `json:"warmPool"`
-	// CNIAdd is ADD as the plugin measured it, both rollouts.
-	CNIAdd       workload.Summary `json:"cniAdd"`
+	// CNIAddCold and CNIAddWarm are ADD as the plugin measured it (from
+	// its start to its result), per rollout.
+	CNIAddCold   workload.Summary `json:"cniAddCold"`
+	CNIAddWarm   workload.Summary `json:"cniAddWarm"`
 	Connectivity []workload.Check `json:"connectivity"`
 	// Calls are successful cloud API calls by action over both rollouts
 	// (PodsStarted pods); Throttled and Failed count the others.
 	Calls       map[string]int64 `json:"calls"`
 	PodsStarted int              `json:"podsStarted"`
 	Throttled   int64            `json:"throttled"`
-	Failed      int64            `json:"failed"`
+	// Failed counts the other unsuccessful calls by "action: code".
+	Failed    map[string]int64 `json:"failed"`
 	Inventory   []NodeInventory  `json:"inventory"`
 	Memory      cluster.Memory   `json:"memoryMiB"`
 	Audit       *audit.Report    `json:"audit,omitempty"`
@@ -63,7 +66,8 @@ func (r *Report) rows() [][2]string {
 		{"lab up (to Ready)", fmt.Sprintf("%.1f s", r.UpSeconds)},
 		{"pod ready, cold pool", lat(r.Cold)},
 		{"pod ready, warm pool", lat(r.Warm)},
-		{"CNI ADD (plugin side)", lat(r.CNIAdd)},
+		{"CNI ADD (plugin side), cold pool", lat(r.CNIAddCold)},
+		{"CNI ADD (plugin side), warm pool", lat(r.CNIAddWarm)},
 		{"connectivity", r.connectivitySummary()},
 	}
 	actions := make([]string, 0, len(r.Calls))
@@ -76,7 +80,8 @@ func (r *Report) rows() [][2]string {
 		calls = append(calls, fmt.Sprintf("%s %d (%.2f/pod)", a, r.Calls[a], float64(r.Calls[a])/float64(max(r.PodsStarted, 1))))
 	}
 	rows = append(rows, [2]string{"cloud calls over " + fmt.Sprint(r.PodsStarted) + " pod starts", strings.Join(calls, "; ")},
-		[2]string{"throttled / failed calls", fmt.Sprintf("%d / %d", r.Throttled, r.Failed)})
+		[2]string{"throttled calls", fmt.Sprint(r.Throttled)},
+		[2]string{"other failed calls", failedSummary(r.Failed)})
 	for _, inv := range r.Inventory {
 		rows = append(rows, [2]string{"in use on " + inv.Node, fmt.Sprintf("%d pods, %d secondary ENIs, %d usable IPs", inv.Pods, inv.ENIs, inv.IPs)})
 	}
@@ -92,6 +97,22 @@ func (r *Report) rows() [][2]string {
 		}
 	}
 	return append(rows, [2]string{"audit", auditRes})
+}
+
+func failedSummary(m map[string]int64) string {
+	if len(m) == 0 {
+		return "0"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func (r *Report) connectivitySummary() string {
