@@ -40,12 +40,17 @@ test: ## All tests with -race, a short fuzz smoke run, then the scenario suites 
 	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=$(FUZZ_SMOKE)
 	@$(MAKE) --no-print-directory test-lab
 
-# Flags for terway-lab up/demo/test, e.g. LAB_ARGS="--mode ENIOnly --nodes 3".
+# Flags for terway-lab up/demo/test, e.g. LAB_ARGS="--nodes 3".
 LAB_ARGS ?=
+# test-lab runs the scenario suites once per mode, each on a fresh lab.
+LAB_MODES ?= ENIMultiIP ENIOnly VPC
 
 .PHONY: test-lab
-test-lab: build ## Scenario suites (scenarios/) on a fresh lab; fails if down leaves the machine changed
-	$(BIN)/terway-lab test $(LAB_ARGS)
+test-lab: build ## Scenario suites (scenarios/) on a fresh lab per mode in LAB_MODES; fails if down leaves the machine changed
+	@set -e; for m in $(LAB_MODES); do \
+		echo "=== scenario suites, mode $$m"; \
+		$(BIN)/terway-lab test --mode $$m $(LAB_ARGS); \
+	done
 
 .PHONY: demo
 demo: build ## The main job (root): lab up, workload, connectivity, audit, report, down, machine compared

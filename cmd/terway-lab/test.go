@@ -44,7 +44,7 @@ func runTest(ctx context.Context, g *globals, o *upOptions, args []string, keep 
 // goTestScenarios runs the scenario suites with the lab's tiers in the
 // environment.
 func goTestScenarios(ctx context.Context, g *globals, st *cluster.State, repo string, args []string) error {
-	full := append([]string{"test", "-count=1", "-timeout", "30m", "./scenarios/..."}, args...)
+	full := append([]string{"test", "-count=1", "-v", "-timeout", "30m", "./scenarios/..."}, args...)
 	cmd := exec.CommandContext(ctx, "go", full...)
 	cmd.Dir = repo
 	cmd.Stdout, cmd.Stderr = g.stdout, g.stderr
