@@ -1,0 +1,22 @@
+// Package cluster runs the lab's Kubernetes cluster on this machine, with
+// fakecloud where production has Alibaba Cloud.
+//
+// A Supervisor (what `terway-lab up` leaves running) owns a lab: fakecloud
+// and the VPC fabric (package lab) live in its process; etcd,
+// kube-apiserver, kube-controller-manager and kube-scheduler run on
+// 127.0.0.1; every running instance of the emulated world becomes a node:
+// its network namespace from the fabric (ENIs are real interfaces there),
+// a private mount namespace in which the standard paths (nodePaths) are the
+// node's own directories under its Root, a cgroup root, and containerd,
+// kubelet and kube-proxy inside both namespaces. Relays carry the node's
+// API server traffic and the API server's kubelet traffic over loopback.
+// Terway is applied from deploy/ (package lab/manifests); in VPC mode a
+// route controller (lab/routectl) programs the VPC route table.
+//
+// The State file (lab.json in the lab's directory) describes a running lab
+// for status, env, audit and down. Down works from what is still there, so
+// it is idempotent and cleans up after a crashed supervisor: processes by
+// pid file, network namespace, mount namespace and cgroup; the fabric's
+// namespaces; cgroups; mounts under the lab directory; the mount points up
+// created on the machine.
+package cluster
