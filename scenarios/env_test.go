@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -145,7 +144,7 @@ func (e *Env) RequireLab() {
 // World reads fakecloud's world (tier 2).
 func (e *Env) World(ctx context.Context) *fakecloud.WorldView {
 	GinkgoHelper()
-	w, err := FetchWorld(ctx, &http.Client{Timeout: 10 * time.Second}, e.CloudURL, e.CloudToken)
+	w, err := (&fakecloud.AdminClient{URL: e.CloudURL, Token: e.CloudToken}).World(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	return w
 }

@@ -1,9 +1,6 @@
 package scenarios
 
 import (
-	"context"
-	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -140,23 +137,5 @@ func TestIdleAndHeldAddresses(t *testing.T) {
 	}
 	if got := IdleAddresses(ModeVPC, w, "i-1", nil); got != 0 {
 		t.Errorf("VPC idle = %d", got)
-	}
-}
-
-func TestFetchWorld(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/fakecloud/world" || r.Header.Get("Authorization") != "Bearer tok" {
-			http.Error(w, "denied", http.StatusForbidden)
-			return
-		}
-		w.Write([]byte(`{"regionId":"cn-hangzhou","enis":[{"id":"eni-1","primaryIp":"192.168.0.5","ipv4":["192.168.0.6"],"type":"Secondary","status":"InUse","instanceId":"i-1"}]}`))
-	}))
-	defer srv.Close()
-	w, err := FetchWorld(context.Background(), srv.Client(), srv.URL+"/", "tok")
-	if err != nil || w.RegionID != "cn-hangzhou" || len(w.ENIs) != 1 || w.ENIs[0].IPv4[0] != netip.MustParseAddr("192.168.0.6") {
-		t.Fatalf("FetchWorld = %+v, %v", w, err)
-	}
-	if _, err := FetchWorld(context.Background(), srv.Client(), srv.URL, "bad"); err == nil || !strings.Contains(err.Error(), "403") {
-		t.Errorf("bad token: %v", err)
 	}
 }

@@ -35,9 +35,9 @@ type Report struct {
 	Throttled   int64            `json:"throttled"`
 	// Failed counts the other unsuccessful calls by "action: code".
 	Failed    map[string]int64 `json:"failed"`
-	Inventory   []NodeInventory  `json:"inventory"`
-	Memory      cluster.Memory   `json:"memoryMiB"`
-	Audit       *audit.Report    `json:"audit,omitempty"`
+	Inventory []NodeInventory  `json:"inventory"`
+	Memory    cluster.Memory   `json:"memoryMiB"`
+	Audit     *audit.Report    `json:"audit,omitempty"`
 }
 
 // OK reports whether every connectivity check passed and the audit is
