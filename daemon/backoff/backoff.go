@@ -95,7 +95,7 @@ func (p *permanent) Unwrap() error { return p.err }
 // context ends, or the policy's steps run out. It waits the policy's next
 // step between attempts. The error returned wraps the last attempt's.
 func (s *Set) Retry(ctx context.Context, key string, fn func(ctx context.Context) (done bool, err error)) error {
-	return s.retry(ctx, key, s.Get(key), fn)
+	return s.retry(ctx, key, s.Get(key), false, fn)
 }
 
 // Poll is Retry without a step limit: it waits the policy's intervals
@@ -106,10 +106,13 @@ func (s *Set) Poll(ctx context.Context, key string, fn func(ctx context.Context)
 	if b.Cap == 0 {
 		b.Cap = time.Duration(float64(b.Duration) * math.Max(1, b.Factor) * 4)
 	}
-	return s.retry(ctx, key, b, fn)
+	return s.retry(ctx, key, b, true, fn)
 }
 
-func (s *Set) retry(ctx context.Context, key string, b wait.Backoff, fn func(ctx context.Context) (done bool, err error)) error {
+// retry runs the loop of Retry and Poll. A growing interval that reaches
+// the policy's cap ends wait.Backoff's steps; Poll then keeps waiting the
+// cap instead of giving up.
+func (s *Set) retry(ctx context.Context, key string, b wait.Backoff, poll bool, fn func(ctx context.Context) (done bool, err error)) error {
 	var last error
 	for attempt := 1; ; attempt++ {
 		done, err := fn(ctx)
@@ -130,6 +133,9 @@ func (s *Set) retry(ctx context.Context, key string, b wait.Backoff, fn func(ctx
 			return fmt.Errorf("%w after %d attempts (policy %q): %w", ErrExhausted, attempt, key, last)
 		}
 		t := s.clock.NewTimer(b.Step())
+		if poll {
+			b.Steps = math.MaxInt32
+		}
 		select {
 		case <-ctx.Done():
 			t.Stop()

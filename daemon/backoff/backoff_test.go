@@ -61,3 +61,17 @@ func TestOverridesAndDefaults(t *testing.T) {
 		t.Fatalf("policies: %+v %+v %+v", s.Get(ENIOps), s.Get(ENICreate), s.Get("unknown"))
 	}
 }
+
+// Poll keeps going at the cap: an interval that grows past it must not
+// end the polling (wait.Backoff zeroes its steps when it hits the cap).
+func TestPollContinuesAtCap(t *testing.T) {
+	s := NewSet(nil, map[string]wait.Backoff{"grow": {Duration: time.Millisecond, Factor: 2, Cap: 4 * time.Millisecond, Steps: 1}})
+	calls := 0
+	err := s.Poll(context.Background(), "grow", func(context.Context) (bool, error) {
+		calls++
+		return calls == 12, nil
+	})
+	if err != nil || calls != 12 {
+		t.Fatalf("Poll = %v after %d calls, want success on call 12", err, calls)
+	}
+}

@@ -7,10 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/terway-sim/terway/daemon/backoff"
 	"github.com/terway-sim/terway/daemon/cloud"
 )
 
@@ -189,33 +189,14 @@ func (c *Controller) waitAvailable(ctx context.Context, table string, dsts []net
 
 // poll calls fn at PolicyWait's intervals until it is done, fails with a
 // final error, or ctx ends; transient errors only make it try again.
-// (backoff.Set.Poll is not used: it gives up as soon as a growing interval
-// reaches the policy's Cap.)
 func (c *Controller) poll(ctx context.Context, fn func() (bool, error)) error {
-	b := c.backoff.Get(PolicyWait)
-	var last error
-	for {
+	return c.backoff.Poll(ctx, PolicyWait, func(context.Context) (bool, error) {
 		done, err := fn()
-		switch {
-		case done:
-			return nil
-		case err != nil && !retryable(err):
-			return err
-		case err != nil:
-			last = err
+		if err != nil && !retryable(err) {
+			return false, backoff.Permanent(err)
 		}
-		// Once the policy's steps are spent, Step keeps its last interval.
-		t := time.NewTimer(b.Step())
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			if last != nil {
-				return fmt.Errorf("%w (last error: %w)", ctx.Err(), last)
-			}
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
+		return done, err
+	})
 }
 
 // entryName names an entry after its node within VPC's rules (letters
