@@ -158,8 +158,12 @@ func startSupervisor(g *globals) error {
 // waitUp follows the supervisor's progress until the lab is ready.
 func waitUp(ctx context.Context, g *globals) (*cluster.State, error) {
 	last := ""
+	begun := time.Now()
 	for {
 		st, err := cluster.ReadState(g.dir())
+		if errors.Is(err, cluster.ErrNoLab) && time.Since(begun) > time.Minute {
+			return nil, errors.New("the lab supervisor wrote no state within a minute (see its log)")
+		}
 		if err == nil {
 			if st.Progress != last && st.Phase == cluster.PhaseStarting {
 				printf(g.stdout, "lab: %s\n", st.Progress)

@@ -58,11 +58,10 @@ func (s *Supervisor) eniConf() ([]byte, error) {
 }
 
 func (s *Supervisor) securityGroup() string {
-	spec, err := labSpec(s.cfg)
-	if err != nil || len(spec.SecurityGroups) == 0 {
+	if len(s.spec.SecurityGroups) == 0 {
 		return ""
 	}
-	return spec.SecurityGroups[0].ID
+	return s.spec.SecurityGroups[0].ID
 }
 
 // deployTerway applies deploy/ with the lab overlay, as a user applies

@@ -29,9 +29,10 @@ import (
 // process, every other part is a child it started. It is what
 // `terway-lab up` leaves running in the background.
 type Supervisor struct {
-	cfg Config
-	log *slog.Logger
-	st  *State
+	cfg  Config
+	log  *slog.Logger
+	st   *State
+	spec fakecloud.Spec
 
 	procs  *procs
 	fabric *lab.Fabric
@@ -153,6 +154,7 @@ func (s *Supervisor) startCloud(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.spec = spec
 	s.st.AccessKeyID = "LTAIterwaylab" + randomHex(6)
 	s.st.AccessKeySecret, s.st.AdminToken = randomHex(16), randomHex(16)
 	spec.AccessKeys = append(spec.AccessKeys, fakecloud.AccessKeySpec{ID: s.st.AccessKeyID, Secret: s.st.AccessKeySecret})
