@@ -51,6 +51,8 @@ test-lab: build ## Scenario suites (scenarios/) on a fresh lab per mode in LAB_M
 		echo "=== scenario suites, mode $$m"; \
 		$(BIN)/terway-lab test --mode $$m $(LAB_ARGS); \
 	done
+	@echo "=== scenario suites, then a crashed supervisor: down cleans up after it"
+	$(BIN)/terway-lab test --crash $(LAB_ARGS) -- -run TestScenarios -args -ginkgo.label-filter=any-mode
 
 .PHONY: demo
 demo: build ## The main job (root): lab up, workload, connectivity, audit, report, down, machine compared

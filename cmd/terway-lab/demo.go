@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -80,7 +81,7 @@ func withLab(ctx context.Context, g *globals, o *upOptions, keep bool, body func
 	if err := cluster.Down(g.dir(), g.stdout); err != nil {
 		return errors.Join(berr, err)
 	}
-	return errors.Join(berr, compareMachine(ctx, g, before))
+	return errors.Join(berr, compareMachine(ctx, g, before, o.cfg))
 }
 
 // demoOn runs the demo on a running lab.
@@ -130,13 +131,28 @@ func writeReports(g *globals, rep *demo.Report, out string) error {
 	return nil
 }
 
-// compareMachine fails if the machine differs from before.
-func compareMachine(ctx context.Context, g *globals, before *hostcheck.Snapshot) error {
+// compareMachine fails if the machine differs from before. New processes
+// count only if they could be the lab's: outside the root network
+// namespace (every node process) or running from the lab's binaries, its
+// state directory or terway-lab itself; others belong to whoever else
+// uses the machine meanwhile (a build, an editor).
+func compareMachine(ctx context.Context, g *globals, before *hostcheck.Snapshot, cfg cluster.Config) error {
 	after, err := hostcheck.Take(ctx)
 	if err != nil {
 		return fmt.Errorf("snapshot the machine: %w", err)
 	}
-	diffs := hostcheck.Diff(before, after)
+	labs := func(p hostcheck.Process) bool {
+		if p.NetNS != "" && p.NetNS != after.RootNetNS {
+			return true
+		}
+		for _, mark := range []string{cfg.BinDir, cfg.Dir, "terway-lab"} {
+			if mark != "" && strings.Contains(p.Cmdline, mark) {
+				return true
+			}
+		}
+		return false
+	}
+	diffs := hostcheck.DiffOptions{IgnoreProcess: func(p hostcheck.Process) bool { return !labs(p) }}.Diff(before, after)
 	if len(diffs) == 0 {
 		printf(g.stdout, "machine after down: as before up (no differences)\n")
 		return nil

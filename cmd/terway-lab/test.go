@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -13,7 +15,7 @@ import (
 
 func newTestCommand(g *globals) *cobra.Command {
 	o := &upOptions{}
-	var keep bool
+	var keep, crash bool
 	cmd := &cobra.Command{
 		Use:   "test [-- go test flags]",
 		Short: "Up, run the scenario suites (go test ./scenarios/) against the lab, down, compare the machine",
@@ -23,21 +25,29 @@ variables terway-lab env prints), takes the lab down and fails if the machine
 differs from before. Arguments after -- go to go test, e.g.
   terway-lab test -- -run TestScenarios -args -ginkgo.focus=ENIMultiIP`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runTest(cmd.Context(), g, o, args, keep)
+			return runTest(cmd.Context(), g, o, args, keep, crash)
 		},
 	}
 	o.addFlags(cmd)
 	cmd.Flags().BoolVar(&keep, "keep", false, "leave the lab up afterwards (no machine comparison)")
+	cmd.Flags().BoolVar(&crash, "crash", false, "SIGKILL the supervisor after the suites, so that down has to clean up after a crash")
 	return cmd
 }
 
-func runTest(ctx context.Context, g *globals, o *upOptions, args []string, keep bool) error {
+func runTest(ctx context.Context, g *globals, o *upOptions, args []string, keep, crash bool) error {
 	repo, err := findRepo(o.repo)
 	if err != nil {
 		return err
 	}
 	return withLab(ctx, g, o, keep, func(ctx context.Context, st *cluster.State) error {
-		return goTestScenarios(ctx, g, st, repo, args)
+		err := goTestScenarios(ctx, g, st, repo, args)
+		if crash {
+			printf(g.stdout, "killing the lab supervisor (pid %d) with SIGKILL: down must clean up after a crash\n", st.SupervisorPID)
+			if kerr := syscall.Kill(st.SupervisorPID, syscall.SIGKILL); kerr != nil {
+				return errors.Join(err, fmt.Errorf("kill the supervisor: %w", kerr))
+			}
+		}
+		return err
 	})
 }
 
