@@ -58,7 +58,8 @@ func goTestScenarios(ctx context.Context, g *globals, st *cluster.State, repo st
 	cmd := exec.CommandContext(ctx, "go", full...)
 	cmd.Dir = repo
 	cmd.Stdout, cmd.Stderr = g.stdout, g.stderr
-	cmd.Env = append(os.Environ(), labEnv(st)...)
+	// Plain output: CI logs and pipes are not terminals.
+	cmd.Env = append(append(os.Environ(), labEnv(st)...), "GINKGO_NO_COLOR=TRUE")
 	printf(g.stdout, "running: go %v\n", full)
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("scenario suites: %w", err)
