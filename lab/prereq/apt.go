@@ -20,10 +20,11 @@ type debPackage struct {
 // Deliberately absent: conntrack (kube-proxy clears conntrack entries over
 // netlink since 1.32), containerd/runc/CNI plugins (built or ours),
 // iproute2/util-linux/kmod (the lab uses netlink and setns from Go; no
-// kernel module is loaded by hand), ebtables (nothing in the lab calls it).
+// kernel module is loaded by hand).
 var groupPackages = map[Group][]debPackage{
 	Kubernetes: {
 		{"iptables", "kube-proxy (iptables mode) and the kubelet run iptables, ip6tables, iptables-save and iptables-restore"},
+		{"ebtables", "terway-lab demo and test compare the machine's ebtables (ebtables-save) before up and after down"},
 		{"mount", "the kubelet mounts tmpfs for Secret and projected (service account token) volumes with /bin/mount"},
 	},
 	Runtime: {

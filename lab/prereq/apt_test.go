@@ -34,7 +34,7 @@ func TestPackagesFor(t *testing.T) {
 		return n
 	}
 	all := names(Options{Groups: AllGroups})
-	if exp := []string{"busybox-static", "gcc", "iptables", "libc6-dev", "libseccomp-dev", "mount", "pkg-config"}; !reflect.DeepEqual(all, exp) {
+	if exp := []string{"busybox-static", "ebtables", "gcc", "iptables", "libc6-dev", "libseccomp-dev", "mount", "pkg-config"}; !reflect.DeepEqual(all, exp) {
 		t.Fatalf("all groups: %v, want %v", all, exp)
 	}
 	if got := names(Options{Groups: []Group{Terway}}); !reflect.DeepEqual(got, []string{"busybox-static"}) {
