@@ -210,8 +210,10 @@ func (p *MultiIP) noteFailureLocked(_ time.Time, err error) {
 }
 
 // failureBackoffLocked doubles with consecutive failures, up to a minute.
+// A failed release can come with no growth failure counted (failures 0):
+// it waits the base interval.
 func (p *MultiIP) failureBackoffLocked() time.Duration {
-	d := p.cfg.FailureBackoff << min(p.failures-1, 6)
+	d := p.cfg.FailureBackoff << min(max(p.failures-1, 0), 6)
 	return min(d, time.Minute)
 }
 

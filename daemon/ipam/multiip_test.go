@@ -456,3 +456,16 @@ func TestSweepSparesENIsBeingCreated(t *testing.T) {
 		t.Fatalf("idle sweep removed %v (%v), want the orphan", swept, err)
 	}
 }
+
+// A release that fails before any growth failure was counted must not
+// panic on a negative shift; the backoff doubles from there, capped.
+func TestFailureBackoffFromZeroFailures(t *testing.T) {
+	p := &MultiIP{}
+	p.cfg.FailureBackoff = time.Second
+	for failures, want := range map[int]time.Duration{0: time.Second, 1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 20: time.Minute} {
+		p.failures = failures
+		if got := p.failureBackoffLocked(); got != want {
+			t.Errorf("failures %d: backoff %v, want %v", failures, got, want)
+		}
+	}
+}
