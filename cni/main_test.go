@@ -2,9 +2,9 @@ package cni
 
 import (
 	"fmt"
+	"github.com/terway-sim/terway/internal/plugintest"
 	"github.com/terway-sim/terway/internal/testnetns"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 )
@@ -22,18 +22,13 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "terway-cni-bin")
+	dir, cleanup, err := plugintest.Build("terway-cni-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer func() { _ = os.RemoveAll(dir) }()
+	defer cleanup()
 	pluginBin = filepath.Join(dir, "terway")
-	build := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", pluginBin, "github.com/terway-sim/terway/cmd/terway")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build terway: %v\n%s", err, out)
-		return 1
-	}
 	return testnetns.GuardRoot("cni", m.Run, linkPrefix)
 }
 

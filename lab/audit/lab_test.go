@@ -23,7 +23,6 @@ import (
 	"github.com/containernetworking/cni/pkg/invoke"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
-	"github.com/containernetworking/plugins/pkg/ns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -32,6 +31,7 @@ import (
 	"github.com/terway-sim/terway/daemon"
 	"github.com/terway-sim/terway/daemon/config"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/plugintest"
 	"github.com/terway-sim/terway/internal/testnetns"
 	"github.com/terway-sim/terway/lab"
 )
@@ -197,8 +197,8 @@ func (e *labEnv) addPod(name string) netip.Addr {
 			t.Errorf("remove pod netns: %v", err)
 		}
 	})
-	exec := nsExec{Exec: &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: e.logs}, PluginDecoder: version.PluginDecoder{}},
-		path: e.ln.NetNSPath()}
+	exec := plugintest.NSExec{Exec: &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: e.logs}, PluginDecoder: version.PluginDecoder{}},
+		Path: e.ln.NetNSPath()}
 	cni := libcni.NewCNIConfigWithCacheDir([]string{pluginBin}, e.path("cache"), exec)
 	rt := &libcni.RuntimeConf{ContainerID: "c-" + name, NetNS: podNS.Path(), IfName: "eth0", Args: [][2]string{
 		{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "audit"}, {"K8S_POD_NAME", name},
@@ -219,23 +219,6 @@ func (e *labEnv) addPod(name string) netip.Addr {
 		t.Fatal(err)
 	}
 	return ip
-}
-
-// nsExec runs plugins in the node's network namespace: the child inherits
-// the namespace of the OS thread that forks it, which ns.Do locks.
-type nsExec struct {
-	invoke.Exec
-	path string
-}
-
-func (x nsExec) ExecPlugin(ctx context.Context, plugin string, stdin []byte, env []string) ([]byte, error) {
-	var out []byte
-	err := ns.WithNetNSPath(x.path, func(ns.NetNS) error {
-		var err error
-		out, err = x.Exec.ExecPlugin(ctx, plugin, stdin, env)
-		return err
-	})
-	return out, err
 }
 
 // waitPoolWarm waits until the daemon's pool has at least two idle

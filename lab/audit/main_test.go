@@ -1,16 +1,11 @@
 package audit
 
 import (
-	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
-	"k8s.io/klog/v2"
-
+	"github.com/terway-sim/terway/internal/plugintest"
 	"github.com/terway-sim/terway/internal/testnetns"
 )
 
@@ -25,25 +20,13 @@ func run(m *testing.M) int {
 		_ = os.Unsetenv(k)
 	}
 	_ = os.Setenv("NO_PROXY", "127.0.0.1,localhost")
-	// The fake clientset's event broadcaster logs through klog when a
-	// daemon stops.
-	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(fs)
-	_ = fs.Set("logtostderr", "false")
-	_ = fs.Set("stderrthreshold", "FATAL")
-	klog.SetOutput(io.Discard)
-	dir, err := os.MkdirTemp("", "audit-bin")
+	plugintest.QuietKlog()
+	dir, cleanup, err := plugintest.Build("audit-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	build := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", filepath.Join(dir, "terway"),
-		"github.com/terway-sim/terway/cmd/terway")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build the CNI plugin: %v\n%s", err, out)
-		return 1
-	}
+	defer cleanup()
 	pluginBin = dir
 	return testnetns.GuardRoot("audit", m.Run)
 }

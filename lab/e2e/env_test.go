@@ -23,7 +23,6 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/version"
-	"github.com/containernetworking/plugins/pkg/ns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -31,6 +30,7 @@ import (
 	"github.com/terway-sim/terway/daemon"
 	"github.com/terway-sim/terway/daemon/config"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/plugintest"
 	"github.com/terway-sim/terway/lab"
 )
 
@@ -245,25 +245,8 @@ func (n *node) cni(v string) (*libcni.CNIConfig, *libcni.NetworkConfigList) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exec := nsExec{Exec: &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: n.logs}, PluginDecoder: version.PluginDecoder{}}, path: n.ln.NetNSPath()}
+	exec := plugintest.NSExec{Exec: &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: n.logs}, PluginDecoder: version.PluginDecoder{}}, Path: n.ln.NetNSPath()}
 	return libcni.NewCNIConfigWithCacheDir([]string{pluginBin}, n.path("cache"), exec), list
-}
-
-// nsExec runs plugins in a network namespace: the child inherits the
-// namespace of the OS thread that forks it, which ns.Do locks.
-type nsExec struct {
-	invoke.Exec
-	path string
-}
-
-func (e nsExec) ExecPlugin(ctx context.Context, plugin string, stdin []byte, env []string) ([]byte, error) {
-	var out []byte
-	err := ns.WithNetNSPath(e.path, func(ns.NetNS) error {
-		var err error
-		out, err = e.Exec.ExecPlugin(ctx, plugin, stdin, env)
-		return err
-	})
-	return out, err
 }
 
 // route adds a VPC route entry for a node's podCIDR, as the cloud

@@ -1,0 +1,64 @@
+// Package plugintest is what tests that run the terway CNI binary share:
+// building it once per test binary, running it inside a node's network
+// namespace the way containerd does, and silencing klog, through which a
+// fake clientset's event broadcaster complains when a daemon stops.
+package plugintest
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/plugins/pkg/ns"
+	"k8s.io/klog/v2"
+)
+
+// Build compiles cmd/terway into a new temporary directory (libcni runs
+// plugins from a directory) and returns it with its removal.
+func Build(prefix string) (dir string, cleanup func(), err error) {
+	dir, err = os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup = func() { _ = os.RemoveAll(dir) }
+	build := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", filepath.Join(dir, "terway"),
+		"github.com/terway-sim/terway/cmd/terway")
+	if out, err := build.CombinedOutput(); err != nil {
+		cleanup()
+		return "", nil, fmt.Errorf("build the terway CNI plugin: %w\n%s", err, out)
+	}
+	return dir, cleanup, nil
+}
+
+// QuietKlog sends klog output nowhere.
+func QuietKlog() {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	_ = fs.Set("logtostderr", "false")
+	_ = fs.Set("stderrthreshold", "FATAL")
+	klog.SetOutput(io.Discard)
+}
+
+// NSExec runs plugins in the network namespace at Path: the child
+// inherits the namespace of the OS thread that forks it, which ns.Do
+// locks.
+type NSExec struct {
+	invoke.Exec
+	Path string
+}
+
+// ExecPlugin runs the plugin from inside the namespace.
+func (e NSExec) ExecPlugin(ctx context.Context, plugin string, stdin []byte, env []string) ([]byte, error) {
+	var out []byte
+	err := ns.WithNetNSPath(e.Path, func(ns.NetNS) error {
+		var err error
+		out, err = e.Exec.ExecPlugin(ctx, plugin, stdin, env)
+		return err
+	})
+	return out, err
+}
