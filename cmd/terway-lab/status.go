@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -32,7 +31,7 @@ func newStatusCommand(g *globals) *cobra.Command {
 }
 
 func status(ctx context.Context, g *globals, st *cluster.State) error {
-	alive := st.SupervisorPID > 0 && syscall.Kill(st.SupervisorPID, 0) == nil
+	alive := st.SupervisorRunning()
 	printf(g.stdout, "lab %s: %s (mode %s, supervisor pid %d, running: %v)\n", st.Name, st.Phase, st.Mode, st.SupervisorPID, alive)
 	if st.Error != "" {
 		printf(g.stdout, "error: %s\n", st.Error)

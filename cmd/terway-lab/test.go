@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/terway-sim/terway/lab/cluster"
+	"github.com/terway-sim/terway/lab/prereq"
 )
 
 func newTestCommand(g *globals) *cobra.Command {
@@ -35,9 +36,12 @@ differs from before. Arguments after -- go to go test, e.g.
 }
 
 func runTest(ctx context.Context, g *globals, o *upOptions, args []string, keep, crash bool) error {
-	repo, err := findRepo(o.repo)
-	if err != nil {
-		return err
+	repo := o.repo
+	if repo == "" {
+		var err error
+		if repo, err = prereq.FindRepo("."); err != nil {
+			return err
+		}
 	}
 	return withLab(ctx, g, o, keep, func(ctx context.Context, st *cluster.State) error {
 		err := goTestScenarios(ctx, g, st, repo, args)

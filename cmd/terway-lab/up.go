@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,7 +31,7 @@ func (o *upOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.cfg.InstanceType, "instance-type", cluster.DefaultInstanceType, "ECS instance type of the nodes")
 	f.StringVar(&o.cfg.WorldFile, "world", "", "fakecloud world file; its running instances become the nodes")
 	f.Float64Var(&o.cfg.TimeScale, "time-scale", 1, "scale of fakecloud's delays (attach, metadata lag, ...)")
-	f.StringVar(&o.repo, "repo", "", "the project's source tree (default: found from the working directory)")
+	f.StringVar(&o.repo, "repo", "", "the project's source tree (default: found above the working directory)")
 	f.StringVar(&o.cacheDir, "cache-dir", "", "prerequisite cache (default <repo>/.lab/cache)")
 	f.BoolVar(&o.noApt, "no-apt", false, "do not install missing Debian packages")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up if the lab is not ready in time (includes building prerequisites)")
@@ -77,12 +76,8 @@ func prepare(ctx context.Context, g *globals, o *upOptions) error {
 	if err := clearOld(g); err != nil {
 		return err
 	}
-	repo, err := findRepo(o.repo)
-	if err != nil {
-		return err
-	}
 	start := time.Now()
-	tools, err := prereq.Ensure(ctx, prereq.Options{RepoDir: repo, CacheDir: o.cacheDir, Progress: g.stdout, Apt: !o.noApt})
+	tools, err := prereq.Ensure(ctx, prereq.Options{RepoDir: o.repo, CacheDir: o.cacheDir, Progress: g.stdout, Apt: !o.noApt})
 	if err != nil {
 		return fmt.Errorf("prerequisites: %w", err)
 	}
@@ -122,7 +117,7 @@ func clearOld(g *globals) error {
 	if errors.Is(err, cluster.ErrNoLab) {
 		return nil
 	}
-	if err == nil && st.SupervisorPID > 0 && syscall.Kill(st.SupervisorPID, 0) == nil && st.Phase != cluster.PhaseFailed {
+	if err == nil && st.SupervisorRunning() && st.Phase != cluster.PhaseFailed {
 		return fmt.Errorf("lab %s is already up (supervisor pid %d); run terway-lab down first", st.Name, st.SupervisorPID)
 	}
 	printf(g.stdout, "cleaning up an earlier lab in %s\n", g.dir())
@@ -175,7 +170,7 @@ func waitUp(ctx context.Context, g *globals) (*cluster.State, error) {
 			case cluster.PhaseFailed, cluster.PhaseStopping:
 				return nil, errors.New(st.Error)
 			}
-			if st.SupervisorPID > 0 && syscall.Kill(st.SupervisorPID, 0) != nil {
+			if st.SupervisorPID > 0 && !st.SupervisorRunning() {
 				return nil, errors.New("the lab supervisor died")
 			}
 		}

@@ -93,7 +93,7 @@ func (s *Supervisor) waitReady(ctx context.Context) error {
 	return waitFor(ctx, nil, "nodes Ready and terway running", 5*time.Minute, func(ctx context.Context) error {
 		if p := s.procs.firstExited(); p != nil {
 			_, err := p.exited()
-			return backoffStop{fmt.Errorf("%s exited (%v); log tail:\n%s", p.name, err, p.logTail())}
+			return stopWaiting{fmt.Errorf("%s exited (%v); log tail:\n%s", p.name, err, p.logTail())}
 		}
 		nodes, err := s.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {

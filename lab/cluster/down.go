@@ -27,9 +27,9 @@ func Down(dir string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if pid, ok := pidFileAliveStart(st.SupervisorPID); ok {
-		fmt.Fprintf(out, "stopping the lab supervisor (pid %d)\n", pid)
-		stopSupervisor(pid)
+	if st.SupervisorRunning() {
+		fmt.Fprintf(out, "stopping the lab supervisor (pid %d)\n", st.SupervisorPID)
+		stopSupervisor(st.SupervisorPID)
 	}
 	var errs []error
 	for _, n := range st.Nodes {
@@ -64,18 +64,16 @@ func Down(dir string, out io.Writer) error {
 	return removeEmptyRoot(dir)
 }
 
-// pidFileAliveStart checks that the supervisor recorded in the state still
-// runs. Its pid file (pids/supervisor.pid) has the start time; a bare pid
-// from the state is trusted only if it runs terway-lab.
-func pidFileAliveStart(pid int) (int, bool) {
+// SupervisorRunning reports whether the lab's supervisor still runs: the
+// recorded pid is alive and runs terway-lab (a pid number alone may have
+// been reused since).
+func (s *State) SupervisorRunning() bool {
+	pid := s.SupervisorPID
 	if pid <= 0 || !processExists(pid) {
-		return 0, false
+		return false
 	}
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-	if err != nil || !strings.Contains(filepath.Base(exe), "terway-lab") {
-		return 0, false
-	}
-	return pid, true
+	return err == nil && strings.Contains(filepath.Base(exe), "terway-lab")
 }
 
 // stopSupervisor asks the supervisor to take the lab down and waits; it

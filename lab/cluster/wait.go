@@ -24,7 +24,7 @@ func waitFor(ctx context.Context, p *proc, what string, timeout time.Duration, c
 		if last == nil {
 			return nil
 		}
-		var stop backoffStop
+		var stop stopWaiting
 		if errors.As(last, &stop) {
 			return fmt.Errorf("waiting for %s: %w", what, stop.err)
 		}
@@ -41,10 +41,10 @@ func waitFor(ctx context.Context, p *proc, what string, timeout time.Duration, c
 	}
 }
 
-// backoffStop is a check's error that waiting longer cannot fix.
-type backoffStop struct{ err error }
+// stopWaiting is a check's error that waiting longer cannot fix.
+type stopWaiting struct{ err error }
 
-func (b backoffStop) Error() string { return b.err.Error() }
+func (b stopWaiting) Error() string { return b.err.Error() }
 
 // logTail is the end of the process's log, for error messages.
 func (p *proc) logTail() string {

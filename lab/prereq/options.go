@@ -77,13 +77,16 @@ func (o Options) resolve() (Options, error) {
 		if err != nil {
 			return o, fmt.Errorf("find repository: %w", err)
 		}
-		if o.RepoDir, err = findRepo(wd); err != nil {
+		if o.RepoDir, err = FindRepo(wd); err != nil {
 			return o, err
 		}
 	}
 	var err error
 	if o.RepoDir, err = filepath.Abs(o.RepoDir); err != nil {
 		return o, fmt.Errorf("repository dir: %w", err)
+	}
+	if _, err := os.Stat(filepath.Join(o.RepoDir, "lab", "prereq", "kube", "go.mod")); err != nil {
+		return o, fmt.Errorf("%s is not the project's source tree: %w", o.RepoDir, err)
 	}
 	if o.CacheDir == "" {
 		o.CacheDir = filepath.Join(o.RepoDir, ".lab", "cache")
@@ -112,8 +115,13 @@ func (o Options) resolve() (Options, error) {
 
 func (o Options) wants(g Group) bool { return slices.Contains(o.Groups, g) }
 
-// findRepo walks up from dir to the directory holding the nested modules.
-func findRepo(dir string) (string, error) {
+// FindRepo walks up from dir to the project's source tree: the directory
+// holding the nested modules.
+func FindRepo(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("find repository: %w", err)
+	}
 	for d := dir; ; d = filepath.Dir(d) {
 		if _, err := os.Stat(filepath.Join(d, "lab", "prereq", "kube", "go.mod")); err == nil {
 			return d, nil
