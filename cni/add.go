@@ -9,6 +9,7 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/terway-sim/terway/cni/datapath"
 	"github.com/terway-sim/terway/daemon/rpc"
@@ -34,6 +35,11 @@ func (p *plugin) cmdAdd(args *skel.CmdArgs) error {
 	if !inv.pod.Known() {
 		return types.NewError(types.ErrInvalidEnvironmentVariables,
 			"CNI_ARGS lacks K8S_POD_NAMESPACE and K8S_POD_NAME: terwayd allocates per Kubernetes pod", "")
+	}
+	// Before anything is allocated or written: a namespace file of
+	// another kind would leave a state file no DEL could act on.
+	if err := checkPodNetNS(args.Netns); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
@@ -75,6 +81,22 @@ func (p *plugin) cmdAdd(args *skel.CmdArgs) error {
 	inv.log.Info("pod network set up", "kind", att.Spec.Kind, "ipv4", att.Spec.IPv4, "ipv6", att.Spec.IPv6,
 		"hostVeth", att.Spec.HostVeth, "took", time.Since(start), "total", time.Since(begun))
 	return inv.printResult(result)
+}
+
+// checkPodNetNS refuses a CNI_NETNS that exists but is no network
+// namespace (a UTS namespace file, a regular file): code 8, naming it. A
+// path that does not exist is left to Setup, whose failure rolls back.
+func checkPodNetNS(path string) error {
+	err := datapath.CheckNetNS(path)
+	var notExist ns.NSPathNotExistErr
+	if err == nil || errors.As(err, &notExist) {
+		return nil
+	}
+	var other *datapath.OtherNSKindError
+	if errors.As(err, &other) {
+		return types.NewError(types.ErrInvalidNetNS, "CNI_NETNS "+other.Error(), "")
+	}
+	return types.NewError(types.ErrInvalidNetNS, fmt.Sprintf("CNI_NETNS %s is not a network namespace: %v", path, err), "")
 }
 
 // setup builds the Spec, persists it, then builds the datapath. The

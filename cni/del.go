@@ -10,7 +10,6 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
-	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/terway-sim/terway/cni/datapath"
 	"github.com/terway-sim/terway/daemon/rpc"
@@ -220,15 +219,8 @@ func (inv *invocation) attachmentFromPrevResult() *attachment {
 	return &attachment{ContainerID: inv.args.ContainerID, IfName: inv.args.IfName, Pod: inv.pod, Spec: spec}
 }
 
-// isNetNS reports whether path still names a network namespace.
+// isNetNS reports whether path still names a network namespace (not
+// one of another kind: ns.GetNS accepts any namespace file).
 func isNetNS(path string) bool {
-	if path == "" {
-		return false
-	}
-	n, err := ns.GetNS(path)
-	if err != nil {
-		return false
-	}
-	_ = n.Close()
-	return true
+	return path != "" && datapath.CheckNetNS(path) == nil
 }

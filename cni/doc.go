@@ -8,24 +8,28 @@
 // Spec versions 0.3.1, 0.4.0, 1.0.0 and 1.1.0, standalone or in a
 // conflist; results are converted to the config's cniVersion.
 //
-//   - ADD: per-container lock → AllocIP → pick the datapath from the
-//     reply's IPType (TypeENIMultiIP → PolicyRoute, TypeVPCENI →
-//     ExclusiveENI, TypeVPCIP → VPCRoute; eniip_virtual_type IPVlan and
-//     datapathv2 fall back to PolicyRoute with a VirtualModeChanged pod
-//     event, there being no ipvlan or eBPF datapath here) → write the
-//     state file → datapath.Setup under the node-wide lock → result. A
-//     failure after AllocIP tears down, releases the address ("roll back
-//     ip for error: …") and removes the state file.
+//   - ADD: CNI_NETNS must be a network namespace (else code 8; a path
+//     that does not exist fails in Setup) → per-container lock → AllocIP
+//     → pick the datapath from the reply's IPType (TypeENIMultiIP →
+//     PolicyRoute, TypeVPCENI → ExclusiveENI, TypeVPCIP → VPCRoute;
+//     eniip_virtual_type IPVlan and datapathv2 fall back to PolicyRoute
+//     with a VirtualModeChanged pod event, there being no ipvlan or eBPF
+//     datapath here) → write the state file → datapath.Setup under the
+//     node-wide lock → result. A failure after AllocIP tears down,
+//     releases the address ("roll back ip for error: …") and removes the
+//     state file.
 //   - DEL: idempotent. Teardown from the state file (else the daemon's
 //     record via GetIPInfo, else, with the daemon down, prevResult), then
 //     ReleaseIP ("normal release"), then the state file goes. An empty or
 //     vanished netns, a daemon that is down, late or "already processing"
-//     do not fail it: the daemon's GC reclaims what a DEL could not. The
-//     host veth is retired (down, renamed with datapath.ReapPrefix) rather
-//     than deleted, because a link deletion waits for the kernel's RCU
-//     grace periods; a detached `terway reap-links` child deletes it once
-//     the DEL has answered (the runtime's removal of the pod namespace,
-//     the next DEL and GC delete retired veths too).
+//     do not fail it: the daemon's GC reclaims what a DEL could not. A
+//     netns that is a namespace of another kind (recorded by an older
+//     version's ADD) counts as gone: DEL and GC clean the node side only.
+//     The host veth is retired (down, renamed with datapath.ReapPrefix)
+//     rather than deleted, because a link deletion waits for the kernel's
+//     RCU grace periods; a detached `terway reap-links` child deletes it
+//     once the DEL has answered (the runtime's removal of the pod
+//     namespace, the next DEL and GC delete retired veths too).
 //   - CHECK: the state file must exist (else code 3), prevResult and the
 //     daemon's record (GetIPInfo, skipped when unreachable) must name the
 //     same addresses, and datapath.Check must find every object.
@@ -83,6 +87,9 @@
 //	6   stdin is not JSON
 //	7   invalid config value (eniip_virtual_type, host_stack_cidrs, mtu,
 //	    veth_prefix, relative paths, prevResult)
+//	8   ADD: CNI_NETNS exists but is no network namespace (a namespace
+//	    file of another kind, e.g. UTS, or a plain file), refused before
+//	    AllocIP and before anything is written
 //	11  try again later: daemon unreachable (the message names the
 //	    socket), gRPC Unavailable, ResourceExhausted (no address now),
 //	    DeadlineExceeded, NotFound, "already processing", a lock held too

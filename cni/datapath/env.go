@@ -37,7 +37,8 @@ type undoStep struct {
 }
 
 // openEnv opens the namespaces of s. With podRequired false a missing or
-// vanished pod namespace leaves env.pod nil instead of failing.
+// vanished pod namespace, or a namespace file of another kind, leaves
+// env.pod nil instead of failing.
 func openEnv(s *Spec, podRequired bool) (*env, error) {
 	e := &env{s: s}
 	var err error
@@ -63,6 +64,18 @@ func openEnv(s *Spec, podRequired bool) (*env, error) {
 	default:
 		e.close()
 		return nil, fmt.Errorf("open pod network namespace %q: %w", s.PodNetNS, err)
+	}
+	if err := checkNetNSFd(podNS); err != nil {
+		_ = podNS.Close()
+		var other *OtherNSKindError
+		if !podRequired && errors.As(err, &other) {
+			// Nothing of the pod's can be in it (an older plugin recorded
+			// it for an ADD that failed there): the node side only.
+			slog.Warn("datapath: pod netns is not a network namespace, tearing down the node side only", "err", err)
+			return e, nil
+		}
+		e.close()
+		return nil, fmt.Errorf("open pod network namespace: %w", err)
 	}
 	e.podNS = podNS
 	if e.pod, err = newNLH(podNS, "pod"); err != nil {

@@ -40,7 +40,8 @@ type Spec struct {
 	// namespace of the calling thread (the plugin runs in the node's).
 	HostNetNS string `json:"hostNetns,omitempty"`
 	// PodNetNS is the pod's network namespace path. Teardown accepts an
-	// empty or vanished one and then cleans the host side only.
+	// empty or vanished one, or a namespace file of another kind, and
+	// then cleans the host side only.
 	PodNetNS string `json:"podNetns,omitempty"`
 	// IfName is the interface name inside the pod (CNI_IFNAME).
 	IfName string `json:"ifName"`

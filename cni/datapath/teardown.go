@@ -11,8 +11,9 @@ import (
 
 // Teardown removes everything Setup created for the pod; what is already
 // gone is not an error, so it may run any number of times, also when
-// Setup never ran. With PodNetNS empty or vanished it cleans the node side
-// only. ExclusiveENI moves the ENI back to the node under s.ENIName (down,
+// Setup never ran. With PodNetNS empty or vanished, or naming a namespace
+// of another kind (see CheckNetNS), it cleans the node side only.
+// ExclusiveENI moves the ENI back to the node under s.ENIName (down,
 // without addresses) and never deletes it.
 //
 // The ENI state PolicyRoute shares between pods (the ENI table's default
