@@ -11,7 +11,9 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -28,7 +30,8 @@ const (
 	// Timeout bounds an invocation's main work (locks, daemon calls,
 	// datapath).
 	Timeout = 45 * time.Second
-	// ConnectTimeout bounds connecting to the daemon's socket.
+	// ConnectTimeout bounds connecting to the daemon's socket, the gRPC
+	// handshake included.
 	ConnectTimeout = 5 * time.Second
 	// rollbackTimeout bounds the undo after a failed ADD.
 	rollbackTimeout = 10 * time.Second
@@ -63,12 +66,19 @@ type daemonClient struct {
 	used   *atomic.Bool
 }
 
-// dialDaemon connects to the daemon's socket within ConnectTimeout. The
-// first connection is made here, so an absent daemon is reported at once
-// and by name instead of as a gRPC deadline later.
+// dialDaemon connects to the daemon's socket within ConnectTimeout: the
+// socket's connect and gRPC's HTTP/2 handshake (the daemon's settings
+// frame), so a socket that accepts but never speaks (a hung daemon,
+// something else bound to the path) costs ConnectTimeout, not gRPC's
+// 20 s minimum connect timeout. The first connection is made here, so an
+// absent daemon is reported at once and by name instead of as a gRPC
+// deadline later.
 func dialDaemon(ctx context.Context, socket string) (*daemonClient, error) {
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, ConnectTimeout)
+	defer cancel()
 	d := net.Dialer{Timeout: ConnectTimeout}
-	first, err := d.DialContext(ctx, "unix", socket)
+	first, err := d.DialContext(cctx, "unix", socket)
 	if err != nil {
 		return nil, &unreachableError{socket: socket, err: err}
 	}
@@ -82,12 +92,40 @@ func dialDaemon(ctx context.Context, socket string) (*daemonClient, error) {
 	conn, err := grpc.NewClient("passthrough:///"+socket,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(dial),
-		grpc.WithAuthority("localhost"))
+		grpc.WithAuthority("localhost"),
+		// Reconnects within the invocation are bounded alike.
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: ConnectTimeout}))
 	if err != nil {
 		_ = first.Close()
 		return nil, &unreachableError{socket: socket, err: err}
 	}
-	return &daemonClient{TerwayBackendClient: rpc.NewTerwayBackendClient(conn), socket: socket, conn: conn, first: first, used: used}, nil
+	c := &daemonClient{TerwayBackendClient: rpc.NewTerwayBackendClient(conn), socket: socket, conn: conn, first: first, used: used}
+	if err := waitReady(cctx, conn); err != nil {
+		c.Close()
+		return nil, &unreachableError{socket: socket, err: fmt.Errorf("%w, after %v", err, time.Since(start).Round(time.Millisecond))}
+	}
+	return c, nil
+}
+
+// waitReady starts connecting and waits until the connection is ready
+// (the HTTP/2 handshake done) or ctx ends. A failed attempt is not
+// retried: the socket accepted, so the daemon there broke the connection.
+func waitReady(ctx context.Context, conn *grpc.ClientConn) error {
+	conn.Connect()
+	for {
+		s := conn.GetState()
+		switch s {
+		case connectivity.Ready:
+			return nil
+		case connectivity.TransientFailure:
+			return errors.New("the connection failed during the gRPC handshake")
+		case connectivity.Shutdown:
+			return errors.New("the connection was shut down")
+		}
+		if !conn.WaitForStateChange(ctx, s) {
+			return fmt.Errorf("the socket accepts connections but no gRPC handshake came (still %s): %w", s, ctx.Err())
+		}
+	}
 }
 
 // Close ends the connection.

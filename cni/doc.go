@@ -66,7 +66,9 @@
 //
 // # Timeout chain
 //
-// Connecting to the socket takes at most ConnectTimeout (5 s); an
+// Connecting to the socket takes at most ConnectTimeout (5 s), the gRPC
+// handshake included, so a socket that accepts but never answers fails
+// the call (code 11; DEL and GC go on without the daemon) after 5 s; an
 // invocation's work at most Timeout (45 s), and the rollback of a failed
 // ADD at most 10 s more, so the plugin answers within 55 s: under CRI-O's
 // 60 s and kubelet's 2-minute runtimeRequestTimeout. The daemon caps each
