@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,7 +39,12 @@ const (
 	AnnotationIPReservation  = "k8s.aliyun.com/pod-ip-reservation"
 	AnnotationNetworkPrio    = "k8s.aliyun.com/network-priority"
 	AnnotationMaxAvailableIP = "k8s.aliyun.com/max-available-ip"
-	ResourceENI              = "aliyun/eni"
+	// AnnotationPodIPs is the pod's addresses as the daemon allocated
+	// them, comma-separated ("192.168.0.7" or "192.168.0.7,fd00::7"),
+	// written after AllocIP (enable_patch_pod_ips) and read back when the
+	// daemon restores what every pod holds.
+	AnnotationPodIPs = "k8s.aliyun.com/pod-ips"
+	ResourceENI      = "aliyun/eni"
 	// LabelDynamicConfig names the ConfigMap of a node's dynamic config.
 	LabelDynamicConfig = "terway-config"
 	// ConditionSufficientIP is the node condition for address supply.
@@ -61,6 +68,10 @@ type Pod struct {
 	NetworkPriority string
 	OwnerKinds      []string
 	Annotations     map[string]string
+	// IPs are the pod's addresses as the API server knows them:
+	// status.podIPs (what the kubelet reported), else the pod-ips
+	// annotation. Empty for a pod whose network is not set up yet.
+	IPs []netip.Addr
 }
 
 // Key is "namespace/name".
@@ -210,6 +221,34 @@ func (c *Client) convert(p *corev1.Pod) Pod {
 		c.log.Warn("ignoring a bad bandwidth annotation", "pod", out.Key(), "annotation", AnnotationEgress, "err", err)
 	}
 	out.NetworkPriority = p.Annotations[AnnotationNetworkPrio]
+	out.IPs = podIPs(p)
+	return out
+}
+
+// podIPs reads the pod's addresses from status.podIPs (status.podIP for
+// an old API server), falling back to the pod-ips annotation. Host-network
+// pods have none: their address is the node's.
+func podIPs(p *corev1.Pod) []netip.Addr {
+	if p.Spec.HostNetwork {
+		return nil
+	}
+	var out []netip.Addr
+	add := func(s string) {
+		if a, err := netip.ParseAddr(strings.TrimSpace(s)); err == nil && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	for _, ip := range p.Status.PodIPs {
+		add(ip.IP)
+	}
+	if len(out) == 0 && p.Status.PodIP != "" {
+		add(p.Status.PodIP)
+	}
+	if len(out) == 0 {
+		for _, s := range strings.Split(p.Annotations[AnnotationPodIPs], ",") {
+			add(s)
+		}
+	}
 	return out
 }
 
