@@ -66,13 +66,19 @@ func (t *metadataTokens) valid(tok, instance string, now time.Time) bool {
 // MetadataHandler serves the metadata service for one instance whatever
 // the source address (for a listener bound to that instance).
 func (c *Cloud) MetadataHandler(instanceID string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveMetadata(w, r, instanceID) })
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer c.recoverHandler(w, r)
+		c.serveMetadata(w, r, instanceID)
+	})
 }
 
 // MetadataBySourceHandler serves the metadata service identifying the
 // instance by the request's source address.
 func (c *Cloud) MetadataBySourceHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveMetadata(w, r, "") })
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer c.recoverHandler(w, r)
+		c.serveMetadata(w, r, "")
+	})
 }
 
 func (c *Cloud) serveMetadata(w http.ResponseWriter, r *http.Request, bound string) {

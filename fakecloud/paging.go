@@ -61,8 +61,8 @@ func parsePaging(p wire.Params, maxPage, maxResults int) (paging, error) {
 // of the next page ("" when this is the last).
 func pageOf[T any](pg paging, items []T, key func(T) string) ([]T, string, error) {
 	if !pg.token {
-		start := (pg.number - 1) * pg.size
-		if start >= len(items) {
+		start, ok := pageStart(pg.number, pg.size, len(items))
+		if !ok {
 			return nil, "", nil
 		}
 		end := min(start+pg.size, len(items))
@@ -78,4 +78,18 @@ func pageOf[T any](pg paging, items []T, key func(T) string) ([]T, string, error
 		next = base64.RawURLEncoding.EncodeToString([]byte(key(items[end])))
 	}
 	return items[start:end], next, nil
+}
+
+// pageStart returns the index of the first item of page number (from 1)
+// of size items, and false when that page lies past n items. Clients pick
+// PageNumber freely (up to MaxInt64), so (number-1)*size must not be
+// computed before number is known to be small: the product overflows to a
+// negative index. Comparing number-1 against n/size first keeps every
+// intermediate value at most n.
+func pageStart(number, size, n int) (int, bool) {
+	if number < 1 || size < 1 || number-1 > n/size {
+		return 0, false
+	}
+	start := (number - 1) * size
+	return start, start < n
 }

@@ -3,9 +3,11 @@ package fakecloud
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
@@ -84,6 +86,7 @@ func Actions() []string {
 // service (identifying the instance by source address) under "/latest/",
 // and the admin API under "/fakecloud/".
 func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer c.recoverHandler(w, r)
 	switch {
 	case strings.HasPrefix(r.URL.Path, "/fakecloud/"):
 		c.serveAdmin(w, r)
@@ -119,10 +122,51 @@ func newRequestID() string {
 	return string(b[:])
 }
 
+// recoverHandler, deferred by every entry point, turns a panic below it
+// into a 500 answer logged at ERROR. net/http would recover the panic too,
+// but only by dropping the connection, logged at a level nobody reads; and
+// a Cloud used in process (tests call ServeHTTP directly) has no net/http
+// underneath, so the panic would take the caller down. http.ErrAbortHandler
+// is re-raised: it is how a handler asks net/http to drop the connection on
+// purpose (lost-response faults).
+func (c *Cloud) recoverHandler(w http.ResponseWriter, r *http.Request) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler {
+		panic(v)
+	}
+	c.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	http.Error(w, "internal error", http.StatusInternalServerError)
+}
+
+// errHandlerPanic is what a call whose handler panicked answers: the
+// gateway's code for an unexpected server-side failure.
+func errHandlerPanic() error {
+	return apiErr(500, CodeInternalError, "The request processing has failed due to some unknown error.")
+}
+
 func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 	reqID := newRequestID()
 	prod := productECS
 	start := time.Now()
+	// Panics outside run (parsing, authentication) still answer in the
+	// API's error format and are counted; run recovers the handler's own
+	// panics with the action and caller known.
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		if v == http.ErrAbortHandler {
+			panic(v)
+		}
+		c.log.Error("api panic", "requestId", reqID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		e := wire.AsError(errHandlerPanic())
+		c.calls.add("", "", "", e.Code)
+		writeError(w, e, reqID, r.Host, prod.name)
+	}()
 	// Parameters are never logged: they can carry a SecurityToken.
 	logCall := func(action, ak, instance, outcome string, status int) {
 		if c.log.Enabled(r.Context(), slog.LevelDebug) {
@@ -188,8 +232,23 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, reqID, resp)
 }
 
-// run applies faults and the resource lock around the handler.
-func (c *Cloud) run(act *action, x *call) (response, *Fault, error) {
+// run applies faults and the resource lock around the handler. A panic
+// in the handler becomes an InternalError answer, counted and logged at
+// ERROR with the action, caller and stack (deferred unlocks have released
+// the cloud's locks by the time it is recovered).
+func (c *Cloud) run(act *action, x *call) (resp response, lost *Fault, err error) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		if v == http.ErrAbortHandler {
+			panic(v)
+		}
+		c.log.Error("handler panic", "action", act.name, "accessKeyId", x.who.AccessKeyID, "instance", x.who.InstanceID,
+			"requestId", x.requestID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		resp, lost, err = nil, nil, errHandlerPanic()
+	}()
 	d := c.faults.decide(act.name, x.who.key(), x.who.AccessKeyID, x.who.InstanceID)
 	if d.err != nil {
 		return nil, nil, faultError(d.err)
@@ -213,7 +272,7 @@ func (c *Cloud) run(act *action, x *call) (response, *Fault, error) {
 	if err := c.waitOrDone(context.Background(), c.scale(d.latency)); err != nil {
 		return nil, nil, apiErr(503, CodeServiceUnavailable, "The request has failed due to a temporary failure of the server.")
 	}
-	resp, err := act.handler(c, x)
+	resp, err = act.handler(c, x)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,0 +1,144 @@
+package fakecloud_test
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/terway-sim/terway/fakecloud"
+)
+
+// lockedBuffer is an io.Writer safe for the concurrent writes of a logger
+// shared by server goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// withLog sends the cloud's logs (default level INFO, as cmd/fakecloud)
+// to buf.
+func withLog(buf *lockedBuffer) envOption {
+	return withOptions(func(o *fakecloud.Options) {
+		o.Logger = slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+}
+
+// listAt follows a dotted path of JSON objects to a list.
+func listAt(t *testing.T, body map[string]any, path string) []any {
+	t.Helper()
+	var v any = body
+	for _, k := range strings.Split(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			t.Fatalf("%s: %v is not an object", path, v)
+		}
+		v = m[k]
+	}
+	l, ok := v.([]any)
+	if !ok {
+		t.Fatalf("%s: %v is not a list", path, v)
+	}
+	return l
+}
+
+// TestPagingOverflow: a huge PageNumber (alone or with a small PageSize)
+// is a page past the end, answered with an empty list, in each of the six
+// Describe actions that page by number. Before the shared pageStart helper
+// (PageNumber-1)*PageSize overflowed to a negative index and the handler
+// panicked: the client saw a dropped connection.
+func TestPagingOverflow(t *testing.T) {
+	e := newEnv(t)
+	// The default world has no EIP; every list must have something to
+	// page past.
+	if st, body := e.post(t, signedParams("AllocateEipAddress", url.Values{"Version": {fakecloud.VPCVersion}}, time.Now(), testSecret)); st != http.StatusOK {
+		t.Fatalf("AllocateEipAddress: %d %v", st, body)
+	}
+	cases := []struct{ action, version, list string }{
+		{"DescribeVSwitches", fakecloud.VPCVersion, "VSwitches.VSwitch"},
+		{"DescribeNetworkInterfaces", fakecloud.ECSVersion, "NetworkInterfaceSets.NetworkInterfaceSet"},
+		{"DescribeVpcs", fakecloud.VPCVersion, "Vpcs.Vpc"},
+		{"DescribeInstances", fakecloud.ECSVersion, "Instances.Instance"},
+		{"DescribeEipAddresses", fakecloud.VPCVersion, "EipAddresses.EipAddress"},
+		{"DescribeRouteTableList", fakecloud.VPCVersion, "RouterTableList.RouterTableListType"},
+	}
+	pages := []struct{ number, size string }{
+		{"9223372036854775807", ""},  // MaxInt64 × default 10 wraps to -20: a panic
+		{"9223372036854775807", "1"}, // no wrap, far past the end
+		{"4611686018427387904", "4"}, // 2^62 × 4 wraps to -4: a panic
+		{"2305843009213693953", "8"}, // wraps to 0: the first page, wrongly
+		{"1000000", "50"},            // plainly past the end
+	}
+	for _, tc := range cases {
+		for _, pg := range pages {
+			biz := url.Values{"Version": {tc.version}, "PageNumber": {pg.number}}
+			if pg.size != "" {
+				biz.Set("PageSize", pg.size)
+			}
+			st, body := e.post(t, signedParams(tc.action, biz, time.Now(), testSecret))
+			if st != http.StatusOK {
+				t.Fatalf("%s PageNumber=%s PageSize=%s: %d %v", tc.action, pg.number, pg.size, st, body)
+			}
+			if l := listAt(t, body, tc.list); len(l) != 0 {
+				t.Errorf("%s PageNumber=%s PageSize=%s: page past the end lists %d items", tc.action, pg.number, pg.size, len(l))
+			}
+			if tot, _ := body["TotalCount"].(float64); tot < 1 {
+				t.Errorf("%s: TotalCount %v, want the full count of the default world", tc.action, body["TotalCount"])
+			}
+		}
+		if n := e.cloud.CallCount(fakecloud.CallFilter{Action: tc.action, Outcome: fakecloud.OutcomeSuccess}); n != int64(len(pages)) {
+			t.Errorf("%s: %d successful calls counted, want %d", tc.action, n, len(pages))
+		}
+	}
+}
+
+// TestHandlerPanicIsInternalError: a handler that panics answers a counted
+// 500 InternalError in the API's error format and is logged at ERROR at the
+// default level, over HTTP and when ServeHTTP is called in process (where
+// no net/http server would recover it).
+func TestHandlerPanicIsInternalError(t *testing.T) {
+	var logs lockedBuffer
+	e := newEnv(t, withLog(&logs))
+	const action = "FakecloudTestPanic" // registered by panic_internal_test.go
+	st, body := e.post(t, signedParams(action, nil, time.Now(), testSecret))
+	wantError(t, st, body, http.StatusInternalServerError, fakecloud.CodeInternalError)
+
+	// In process: a direct ServeHTTP call must return, not panic.
+	p := signedParams(action, nil, time.Now(), testSecret)
+	r := httptest.NewRequest(http.MethodPost, "/?"+p.Encode(), nil)
+	w := httptest.NewRecorder()
+	e.cloud.ServeHTTP(w, r)
+	if w.Code != http.StatusInternalServerError || !strings.Contains(w.Body.String(), `"Code":"InternalError"`) {
+		t.Fatalf("in-process call answered %d %s", w.Code, w.Body.String())
+	}
+
+	if n := e.cloud.CallCount(fakecloud.CallFilter{Action: action, Outcome: fakecloud.CodeInternalError}); n != 2 {
+		t.Errorf("%d InternalError calls counted, want 2", n)
+	}
+	out := logs.String()
+	if strings.Count(out, "level=ERROR") < 2 || !strings.Contains(out, "action="+action) || !strings.Contains(out, "deliberate test panic") {
+		t.Errorf("panics not logged at ERROR with action and value:\n%s", out)
+	}
+	// The cloud still serves after the panics (no lock left held).
+	st, body = e.post(t, signedParams("DescribeInstances", nil, time.Now(), testSecret))
+	if st != http.StatusOK {
+		t.Fatalf("after the panics DescribeInstances answered %d %v", st, body)
+	}
+}
