@@ -78,6 +78,9 @@ func openState(path string, spec Spec, seed int64, now time.Time, log *slog.Logg
 	st, err := loadSnapshot(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		if err := checkOrphanJournal(path, log); err != nil {
+			return nil, nil, err
+		}
 		st, err = newState(spec, seed, now)
 		if err != nil {
 			return nil, nil, err
@@ -100,6 +103,33 @@ func openState(path string, spec Spec, seed int64, now time.Time, log *slog.Logg
 		return nil, nil, err
 	}
 	return st, jr, nil
+}
+
+// checkOrphanJournal runs when the snapshot at path is missing. A journal
+// without its snapshot holds acknowledged changes that cannot be replayed
+// (records are relative to the snapshot), and starting a new world would
+// truncate it: refuse, naming both files, so an operator restores the
+// snapshot or moves the journal away on purpose. An empty journal carries
+// nothing (a crash between creating it and the first write), so it is
+// removed with a warning.
+func checkOrphanJournal(path string, log *slog.Logger) error {
+	jpath := path + ".journal"
+	fi, err := os.Stat(jpath)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("state file %s is missing; checking journal: %w", path, err)
+	case fi.Size() > 0:
+		return fmt.Errorf("state file %s is missing but its journal %s holds %d bytes of acknowledged changes: "+
+			"refusing to start a new world over them (restore %s, or move %s away to start afresh)",
+			path, jpath, fi.Size(), path, jpath)
+	}
+	log.Warn("removing empty journal without a snapshot", "state", path, "journal", jpath)
+	if err := os.Remove(jpath); err != nil {
+		return fmt.Errorf("remove empty journal %s: %w", jpath, err)
+	}
+	return nil
 }
 
 func loadSnapshot(path string) (*state, error) {

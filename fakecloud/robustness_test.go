@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -140,5 +142,57 @@ func TestHandlerPanicIsInternalError(t *testing.T) {
 	st, body = e.post(t, signedParams("DescribeInstances", nil, time.Now(), testSecret))
 	if st != http.StatusOK {
 		t.Fatalf("after the panics DescribeInstances answered %d %v", st, body)
+	}
+}
+
+// TestJournalWithoutSnapshotRefused: a journal holding acknowledged
+// changes whose snapshot is gone refuses the start, naming both files, and
+// is left as it was; before, the world started afresh and the journal was
+// truncated.
+func TestJournalWithoutSnapshotRefused(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "world.json")
+	journal := state + ".journal"
+	e := newEnv(t, withOptions(func(o *fakecloud.Options) { o.StatePath = state }))
+	createENI(t, e.ecs(), vsw1, nil) // an acknowledged change, in the journal only
+	before, err := os.ReadFile(journal)
+	if err != nil || len(before) == 0 {
+		t.Fatalf("journal after a change: %d bytes, %v", len(before), err)
+	}
+	if err := os.Remove(state); err != nil {
+		t.Fatal(err)
+	}
+	spec := fakecloud.DefaultSpec()
+	c, err := fakecloud.New(fakecloud.Options{Spec: &spec, StatePath: state})
+	if err == nil {
+		c.Close()
+		t.Fatal("started over a journal without its snapshot")
+	}
+	if !strings.Contains(err.Error(), state) || !strings.Contains(err.Error(), journal) {
+		t.Fatalf("error does not name both files: %v", err)
+	}
+	after, err := os.ReadFile(journal)
+	if err != nil || !bytes.Equal(after, before) {
+		t.Fatalf("journal changed by the refused start: %d bytes before, %d after (%v)", len(before), len(after), err)
+	}
+}
+
+// TestEmptyJournalWithoutSnapshotRemoved: an empty journal carries no
+// change, so a new world starts and the removal is logged at WARN.
+func TestEmptyJournalWithoutSnapshotRemoved(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "world.json")
+	if err := os.WriteFile(state+".journal", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	e := newEnv(t, withLog(&logs), withOptions(func(o *fakecloud.Options) { o.StatePath = state }))
+	if len(e.cloud.VSwitches()) == 0 {
+		t.Fatal("no world after starting over an empty journal")
+	}
+	out := logs.String()
+	if !strings.Contains(out, "level=WARN") || !strings.Contains(out, state+".journal") {
+		t.Fatalf("removal of the empty journal not logged at WARN:\n%s", out)
+	}
+	if _, err := os.Stat(state); err != nil {
+		t.Fatalf("no snapshot written for the new world: %v", err)
 	}
 }
