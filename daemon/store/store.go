@@ -17,7 +17,8 @@ import (
 
 // SchemaVersion is the version of the layout this package reads and writes.
 // Bump it for any change to the buckets or to a record's shape.
-const SchemaVersion = 1
+// Schema 2 added meta/instance; a schema-1 file is migrated at Open.
+const SchemaVersion = 2
 
 // WriterName is the value of meta/writer in a DB this package created.
 const WriterName = "terway-sim"
@@ -37,6 +38,7 @@ const (
 
 	metaSchema          = "schema"
 	metaWriter          = "writer"
+	metaInstance        = "instance"
 	metaImportedAt      = "terway_imported_at"
 	metaImportedRecords = "terway_imported_records"
 	metaRelationHash    = "terway_relation_sha256"
@@ -53,8 +55,9 @@ var (
 	ErrTerwayDB = errors.New("database was written by Terway")
 	// ErrNewerSchema: the file was written by a newer daemon.
 	ErrNewerSchema = errors.New("written by a newer daemon")
-	// ErrUnknownFormat: the file is not a bbolt database, is corrupt, or
-	// holds buckets or records this package does not know.
+	// ErrUnknownFormat: the file is not a bbolt database (or its meta
+	// pages are unreadable), or holds buckets or records this package does
+	// not know. A bbolt file whose other pages are damaged is ErrDamaged.
 	ErrUnknownFormat = errors.New("not a terway-sim store")
 )
 
@@ -91,12 +94,15 @@ type Store struct {
 	path     string
 	db       *bolt.DB
 	warnings []string
+	// schema is the version the file had at Open (before any migration).
+	schema int
 
 	// wmu serialises write transactions, their mirror updates and Close.
 	wmu sync.Mutex
 	// mu guards the mirror and closed.
 	mu          sync.RWMutex
 	closed      bool
+	instance    string
 	attachments map[string]Attachment
 	pods        map[string]PodInfo
 	intents     map[string]Intent
@@ -127,8 +133,10 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w: not a regular file (%s)", path, ErrUnknownFormat, what)
 	}
 
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.Timeout, NoSync: opts.NoSync})
+	db, file, err := openBolt(path, bolt.Options{Timeout: opts.Timeout, NoSync: opts.NoSync})
 	switch {
+	case errors.Is(err, ErrDamaged):
+		return nil, refuseDamaged(path, err)
 	case errors.Is(err, berrors.ErrTimeout):
 		return nil, fmt.Errorf("open store %s: %w (lock timeout %s; is another terwayd running?): %w",
 			path, ErrLocked, opts.Timeout, err)
@@ -147,16 +155,30 @@ func Open(path string, opts Options) (*Store, error) {
 		pods:        map[string]PodInfo{},
 		intents:     map[string]Intent{},
 	}
-	if err := s.load(opts); err != nil {
-		_ = db.Close()
+	// Nothing is written before the whole file has been read and checked.
+	err = s.verify()
+	if err == nil {
+		err = faultTolerant("loading it", func() error { return s.load(opts) })
+	}
+	if err != nil {
+		closeBolt(db, file)
+		if errors.Is(err, ErrDamaged) {
+			return nil, refuseDamaged(path, err)
+		}
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	// Only a file we accepted is touched; we hold bbolt's lock here.
 	if err := s.fixMode(); err != nil {
-		_ = db.Close()
+		closeBolt(db, file)
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// refuseDamaged is Open's one-line error for a damaged file: the path, what
+// is wrong, and how to recover.
+func refuseDamaged(path string, err error) error {
+	return fmt.Errorf("open store %s: %w; refusing to read it; %s", path, err, RebuildHint)
 }
 
 func (s *Store) fixMode() error {
@@ -170,6 +192,32 @@ func (s *Store) fixMode() error {
 		}
 		s.warnings = append(s.warnings, fmt.Sprintf("store %s had mode %#o; changed it to 0600", s.path, perm))
 	}
+	return s.fixDirMode()
+}
+
+// fixDirMode makes the store's directory 0700, whatever mode it had. A
+// shared directory (sticky bit, as /tmp) or the root is left alone, with a
+// warning: the store belongs in a directory of its own.
+func (s *Store) fixDirMode() error {
+	dir := filepath.Dir(s.path)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("stat parent directory: %w", err)
+	}
+	perm := fi.Mode().Perm()
+	switch {
+	case perm == 0o700:
+		return nil
+	case fi.Mode()&os.ModeSticky != 0 || dir == filepath.Dir(dir):
+		s.warnings = append(s.warnings, fmt.Sprintf(
+			"store %s is in the shared directory %s (mode %#o); not changing it: give the store a directory of its own",
+			s.path, dir, fi.Mode()&(os.ModePerm|os.ModeSticky)))
+		return nil
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("chmod parent directory %s 0700 (was %#o): %w", dir, perm, err)
+	}
+	s.warnings = append(s.warnings, fmt.Sprintf("store directory %s had mode %#o; changed it to 0700", dir, perm))
 	return nil
 }
 
@@ -195,7 +243,10 @@ func (s *Store) load(opts Options) error {
 		}
 		return nil
 	case has(bucketMeta):
-		return s.readOurs(names)
+		if err := s.readOurs(names); err != nil {
+			return err
+		}
+		return s.migrate()
 	case has(bucketRelation):
 		if others := without(names, bucketRelation); len(others) > 0 {
 			return fmt.Errorf("%w: it has Terway's bucket %q but also %s and no %q bucket; refusing to read it",
@@ -260,7 +311,11 @@ func (s *Store) readOurs(names []string) error {
 			return fmt.Errorf("%w: schema version %d was never written by %s; refusing to read it",
 				ErrUnknownFormat, schema, WriterName)
 		}
-		// schema == SchemaVersion; an older one would be migrated here.
+		s.schema = schema
+		if schema >= 2 {
+			s.instance = string(meta.Get([]byte(metaInstance)))
+		}
+		// An older schema is migrated (by migrate) once it has been read.
 		known := []string{bucketMeta, bucketAttachments, bucketPods, bucketIntents, bucketRelation}
 		var unknown []string
 		for _, n := range names {
@@ -292,6 +347,25 @@ func (s *Store) readOurs(names []string) error {
 	})
 }
 
+// migrate brings a file of an older schema (read by readOurs) to
+// SchemaVersion:
+//
+//	1 -> 2: meta/instance added; the instance of a migrated file is unknown.
+func (s *Store) migrate() error {
+	if s.schema == SchemaVersion {
+		return nil
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte(bucketMeta)).Put([]byte(metaSchema), []byte(strconv.Itoa(SchemaVersion)))
+	})
+	if err != nil {
+		return fmt.Errorf("migrate schema %d to %d: %w", s.schema, SchemaVersion, err)
+	}
+	s.warnings = append(s.warnings, fmt.Sprintf("store %s: migrated from schema %d to %d (the instance it belongs to is unknown)",
+		s.path, s.schema, SchemaVersion))
+	return nil
+}
+
 // checkRelation warns when Terway's bucket changed after (or appeared
 // without) an import: its content is never read again, so the operator
 // should know it diverged.
@@ -319,7 +393,9 @@ func loadBucket[T record](tx *bolt.Tx, bucket string, into map[string]T) error {
 		}
 		rec, err := decode[T](k, v)
 		if err != nil {
-			return fmt.Errorf("%w: bucket %q: %w; refusing to read it", ErrUnknownFormat, bucket, err)
+			// Our own bucket of a schema we know: the record was written
+			// by us, so it is damage (and still not a format we read).
+			return fmt.Errorf("%w: bucket %q: %w (%w)", ErrDamaged, bucket, err, ErrUnknownFormat)
 		}
 		into[string(k)] = rec
 		return nil
@@ -348,8 +424,44 @@ func quoteAll(names []string) string {
 func (s *Store) Path() string { return s.path }
 
 // Warnings returns what Open changed or noticed: a file mode fixed to 0600,
-// a Terway import, Terway's bucket changed after an import.
+// the directory's to 0700, a schema migration, a Terway import, Terway's
+// bucket changed after an import.
 func (s *Store) Warnings() []string { return slices.Clone(s.warnings) }
+
+// Instance returns the ECS instance ID the store belongs to (meta/instance),
+// or "" when it is unknown: a new file, a file migrated from schema 1, a
+// Terway import, until SetInstance is called.
+func (s *Store) Instance() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.instance
+}
+
+// SetInstance records the ECS instance ID the store belongs to; "" forgets
+// it. It is committed (and fsync-ed) before it returns.
+func (s *Store) SetInstance(id string) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.isClosed() {
+		return fmt.Errorf("store %s: %w", s.path, ErrClosed)
+	}
+	err := faultTolerant("writing it", func() error {
+		return s.db.Update(func(tx *bolt.Tx) error {
+			meta := tx.Bucket([]byte(bucketMeta))
+			if id == "" {
+				return meta.Delete([]byte(metaInstance))
+			}
+			return meta.Put([]byte(metaInstance), []byte(id))
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("store %s: set instance: %w", s.path, err)
+	}
+	s.mu.Lock()
+	s.instance = id
+	s.mu.Unlock()
+	return nil
+}
 
 // Close closes the store; later calls return ErrClosed. Closing twice is a
 // no-op.
@@ -382,13 +494,31 @@ func (s *Store) Update(fn func(tx *Tx) error) error {
 	}
 	t := &Tx{store: s}
 	var fnErr error
-	err := s.db.Update(func(btx *bolt.Tx) error {
-		t.btx = btx
-		defer func() { t.done = true }()
-		fnErr = fn(t)
-		return fnErr
+	var fnPanic any
+	err := faultTolerant("writing it", func() error {
+		return s.db.Update(func(btx *bolt.Tx) error {
+			t.btx = btx
+			defer func() { t.done = true }()
+			// A panic of fn itself is the caller's bug, not damage: it
+			// is re-raised once bbolt has rolled the transaction back.
+			defer func() {
+				if r := recover(); r != nil {
+					fnPanic = r
+					panic(r)
+				}
+			}()
+			fnErr = fn(t)
+			if fnErr == nil && t.err != nil {
+				// bbolt failed under an operation fn did not check.
+				fnErr = t.err
+			}
+			return fnErr
+		})
 	})
 	t.done = true
+	if fnPanic != nil {
+		panic(fnPanic)
+	}
 	if fnErr != nil {
 		return fnErr
 	}

@@ -83,7 +83,11 @@ func readBucket(t *testing.T, path, bucket string) map[string]string {
 }
 
 func TestTerwayDB(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "ResRelation.db")
+	dir := filepath.Join(t.TempDir(), "terway")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "ResRelation.db")
 	writeBolt(t, path, map[string]map[string]string{"relation": terwayRecords})
 	before, err := os.ReadFile(path)
 	if err != nil {
@@ -143,7 +147,7 @@ func TestTerwayDB(t *testing.T) {
 	if rel := readBucket(t, path, "relation"); !reflect.DeepEqual(rel, terwayRecords) {
 		t.Errorf("relation bucket changed by the import: %v", rel)
 	}
-	if meta := readBucket(t, path, "meta"); meta["schema"] != "1" || meta["writer"] != "terway-sim" ||
+	if meta := readBucket(t, path, "meta"); meta["schema"] != "2" || meta["writer"] != "terway-sim" ||
 		meta["terway_imported_records"] != "2" || meta["terway_imported_at"] != "2026-03-04T05:06:07Z" {
 		t.Errorf("meta after import = %v", meta)
 	}
@@ -252,8 +256,8 @@ func TestRefusals(t *testing.T) {
 		is      error
 		says    []string
 	}{
-		{"newer schema", patch("meta", "schema", "2"), ErrNewerSchema,
-			[]string{"written by a newer daemon (schema 2 > 1); refusing to read it"}},
+		{"newer schema", patch("meta", "schema", "3"), ErrNewerSchema,
+			[]string{"written by a newer daemon (schema 3 > 2); refusing to read it"}},
 		{"unreadable schema", patch("meta", "schema", "one"), ErrUnknownFormat, []string{`schema version "one"`}},
 		{"other writer", patch("meta", "writer", "someone-else"), ErrUnknownFormat, []string{`"someone-else"`}},
 		{"unknown bucket in our schema", patch("extra", "k", "v"), ErrUnknownFormat, []string{`"extra"`}},

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -14,6 +16,9 @@ type Tx struct {
 	btx   *bolt.Tx
 	done  bool
 	ops   []op
+	// err is the first damage bbolt met under this transaction; Update
+	// then fails (and rolls back) even if fn ignored it.
+	err error
 }
 
 // op is one committed change, replayed into the mirror after the commit.
@@ -50,6 +55,16 @@ func (t *Tx) check() error {
 	return nil
 }
 
+// guard runs one bbolt operation of this transaction, turning a bbolt panic
+// or fault (a damaged page) into an error wrapping ErrDamaged.
+func (t *Tx) guard(what string, f func() error) error {
+	err := faultTolerant(what, f)
+	if errors.Is(err, ErrDamaged) && t.err == nil {
+		t.err = err
+	}
+	return err
+}
+
 func txPut[T record](t *Tx, bucket string, v T) error {
 	if err := t.check(); err != nil {
 		return err
@@ -58,7 +73,7 @@ func txPut[T record](t *Tx, bucket string, v T) error {
 	if err != nil {
 		return fmt.Errorf("put %s: %w", bucket, err)
 	}
-	if err := t.btx.Bucket([]byte(bucket)).Put([]byte(key), data); err != nil {
+	if err := t.guard("writing it", func() error { return t.btx.Bucket([]byte(bucket)).Put([]byte(key), data) }); err != nil {
 		return fmt.Errorf("put %s %s: %w", bucket, key, err)
 	}
 	t.ops = append(t.ops, op{bucket: bucket, key: key, val: back})
@@ -70,7 +85,15 @@ func txGet[T record](t *Tx, bucket, what, key string) (T, error) {
 	if err := t.check(); err != nil {
 		return zero, err
 	}
-	data := t.btx.Bucket([]byte(bucket)).Get([]byte(key))
+	var data []byte
+	if err := t.guard("reading it", func() error {
+		if d := t.btx.Bucket([]byte(bucket)).Get([]byte(key)); d != nil {
+			data = slices.Clone(d)
+		}
+		return nil
+	}); err != nil {
+		return zero, fmt.Errorf("get %s %s: %w", bucket, key, err)
+	}
 	if data == nil {
 		return zero, fmt.Errorf("%s %s: %w", what, key, ErrNotFound)
 	}
@@ -85,7 +108,7 @@ func txDelete(t *Tx, bucket, key string) error {
 	if err := t.check(); err != nil {
 		return err
 	}
-	if err := t.btx.Bucket([]byte(bucket)).Delete([]byte(key)); err != nil {
+	if err := t.guard("writing it", func() error { return t.btx.Bucket([]byte(bucket)).Delete([]byte(key)) }); err != nil {
 		return fmt.Errorf("delete %s %s: %w", bucket, key, err)
 	}
 	t.ops = append(t.ops, op{bucket: bucket, key: key, del: true})
@@ -97,13 +120,15 @@ func txList[T record](t *Tx, bucket string) ([]T, error) {
 		return nil, err
 	}
 	var out []T
-	err := t.btx.Bucket([]byte(bucket)).ForEach(func(k, v []byte) error {
-		rec, err := decode[T](k, v)
-		if err != nil {
-			return err
-		}
-		out = append(out, rec)
-		return nil
+	err := t.guard("reading it", func() error {
+		return t.btx.Bucket([]byte(bucket)).ForEach(func(k, v []byte) error {
+			rec, err := decode[T](k, v)
+			if err != nil {
+				return err
+			}
+			out = append(out, rec)
+			return nil
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", bucket, err)
