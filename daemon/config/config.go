@@ -79,6 +79,10 @@ const (
 	DefaultCNIConfDir                = "/etc/cni/net.d"
 	DefaultCNIBinDir                 = "/opt/cni/bin"
 	DefaultCNICacheDir               = "/var/lib/cni"
+	// DefaultCNIStateDir is the terway plugin's state_dir default
+	// (cni.DefaultStateDir), where it records every attachment.
+	DefaultCNIStateDir     = "/var/lib/cni/terway"
+	DefaultKubeSyncTimeout = 30 * time.Second
 	// MaxSecurityGroups bounds security_group ∪ security_groups (Terway main).
 	MaxSecurityGroups = 10
 )
@@ -206,6 +210,14 @@ type Config struct {
 	CNIConfDir  string `json:"cni_conf_dir"`
 	CNIBinDir   string `json:"cni_bin_dir"`
 	CNICacheDir string `json:"cni_cache_dir"`
+	// CNIStateDir is the terway plugin's state_dir: its attachment
+	// records are one of the sources the daemon restores from.
+	CNIStateDir string `json:"cni_state_dir"`
+	// KubeSyncTimeout bounds the wait for the API server at start; past
+	// it the daemon restores from local sources and serves, releasing or
+	// reusing nothing any source shows as held until the API server has
+	// been read.
+	KubeSyncTimeout Duration `json:"kube_sync_timeout"`
 
 	// Results of Parse, not keys.
 
@@ -247,6 +259,8 @@ func Defaults() *Config {
 		CNIConfDir:                DefaultCNIConfDir,
 		CNIBinDir:                 DefaultCNIBinDir,
 		CNICacheDir:               DefaultCNICacheDir,
+		CNIStateDir:               DefaultCNIStateDir,
+		KubeSyncTimeout:           Duration{DefaultKubeSyncTimeout},
 	}
 }
 

@@ -115,6 +115,7 @@ func TestKeys(t *testing.T) {
 		"cluster_id", "degradation", "ecs_endpoint", "endpoint", "gc_period", "metadata_endpoint",
 		"metadata_lag_timeout", "pool_check_period", "reuse_cooldown", "socket_path", "sticky_time",
 		"store_path", "vpc_endpoint", "not_ready_on_ip_exhaustion", "ip_exhausted_inhibit", "vswitch_cache_ttl", "cni_conf_dir", "cni_bin_dir", "cni_cache_dir", "cni_gc_grace",
+		"cni_state_dir", "kube_sync_timeout",
 	}
 	slices.Sort(want)
 	if got := Keys(); !slices.Equal(got, want) {

@@ -201,4 +201,14 @@
 //     "/opt/cni/bin", "/var/lib/cni"): where the daemon's periodic CNI CHECK
 //     of running pods finds the network config, the plugin binaries and the
 //     runtime's cached ADD results.
+//   - cni_state_dir (path, "/var/lib/cni/terway"): the terway plugin's
+//     state_dir; set it to the same directory. Its attachment records are
+//     one of the sources the daemon restores what every pod holds from
+//     (with the API server's pods, the host's per-pod routes and rules, the
+//     cloud and the store), so an address configured in a running pod is
+//     never handed to another pod, whatever happened to the store.
+//   - kube_sync_timeout (duration > 0, "30s"): how long the daemon waits at
+//     start for its pod informer to sync. Past it the daemon restores from
+//     the local sources and serves; until the API server has been read, no
+//     address any source shows as held is released or reused.
 package config
