@@ -1,6 +1,7 @@
 package fakecloud
 
 import (
+	"container/heap"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
@@ -27,33 +28,95 @@ const (
 	maxTokenTTL    = 21600
 )
 
+// Bounds on live metadata tokens. Alibaba documents no limit on tokens
+// (only the TTL range 1..21600 s), but an unbounded map lets one client
+// grow fakecloud's memory for six hours per token; a PUT over a bound is
+// answered 429 (see fakecloud/README.md). A client that caches its token
+// for its TTL, as the SDKs and the daemon do, holds one or two.
+const (
+	// maxTokensPerInstance keeps one noisy instance from using up the
+	// account-wide bound for every other instance.
+	maxTokensPerInstance = 4096
+	// maxTokensLive bounds the memory of all tokens (~250 B each).
+	maxTokensLive = 1 << 17
+)
+
 type metadataToken struct {
 	instance string
 	expires  time.Time
 }
 
+// tokenExpiry is one entry of the expiry heap.
+type tokenExpiry struct {
+	at  time.Time
+	tok string
+}
+
+// expiryHeap is a min-heap of token expiry times (container/heap). TTLs
+// differ per token, so issue order is not expiry order and a plain FIFO
+// would keep short-lived tokens until every older one expired.
+type expiryHeap []tokenExpiry
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(tokenExpiry)) }
+func (h *expiryHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	old[len(old)-1] = tokenExpiry{} // drop the string for the collector
+	*h = old[:len(old)-1]
+	return x
+}
+
+// metadataTokens holds the live tokens. Expired ones are dropped at each
+// issue by popping the expiry heap, so a PUT costs O(log n) plus the
+// tokens that expired since the last one (each popped once): amortised
+// O(log n), never a scan of all tokens under the lock.
 type metadataTokens struct {
-	mu     sync.Mutex
-	tokens map[string]metadataToken
+	mu         sync.Mutex
+	tokens     map[string]metadataToken
+	perInst    map[string]int
+	expiry     expiryHeap
+	maxLive    int
+	maxPerInst int
 }
 
 func newMetadataTokens() *metadataTokens {
-	return &metadataTokens{tokens: map[string]metadataToken{}}
+	return &metadataTokens{tokens: map[string]metadataToken{}, perInst: map[string]int{},
+		maxLive: maxTokensLive, maxPerInst: maxTokensPerInstance}
 }
 
+// issue returns a new token for instance valid for ttl, or "" when a bound
+// on live tokens is reached.
 func (t *metadataTokens) issue(instance string, now time.Time, ttl time.Duration) string {
 	tok := randomString(48)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.tokens) > 4096 {
-		for k, v := range t.tokens {
-			if !now.Before(v.expires) {
-				delete(t.tokens, k)
-			}
+	t.expireLocked(now)
+	if len(t.tokens) >= t.maxLive || t.perInst[instance] >= t.maxPerInst {
+		return ""
+	}
+	exp := now.Add(ttl)
+	t.tokens[tok] = metadataToken{instance: instance, expires: exp}
+	t.perInst[instance]++
+	heap.Push(&t.expiry, tokenExpiry{at: exp, tok: tok})
+	return tok
+}
+
+// expireLocked drops every token whose expiry is not after now.
+func (t *metadataTokens) expireLocked(now time.Time) {
+	for len(t.expiry) > 0 && !now.Before(t.expiry[0].at) {
+		e := heap.Pop(&t.expiry).(tokenExpiry)
+		v, ok := t.tokens[e.tok]
+		if !ok {
+			continue
+		}
+		delete(t.tokens, e.tok)
+		if t.perInst[v.instance]--; t.perInst[v.instance] <= 0 {
+			delete(t.perInst, v.instance)
 		}
 	}
-	t.tokens[tok] = metadataToken{instance: instance, expires: now.Add(ttl)}
-	return tok
 }
 
 func (t *metadataTokens) valid(tok, instance string, now time.Time) bool {
@@ -110,7 +173,13 @@ func (c *Cloud) serveMetadata(w http.ResponseWriter, r *http.Request, bound stri
 			http.Error(w, tokenTTLHeader+" must be 1.."+strconv.Itoa(maxTokenTTL), http.StatusBadRequest)
 			return
 		}
-		_, _ = w.Write([]byte(c.tokens.issue(inst, now, time.Duration(ttl)*time.Second)))
+		tok := c.tokens.issue(inst, now, time.Duration(ttl)*time.Second)
+		if tok == "" {
+			// Tokens free up only as they expire; a client must reuse one.
+			http.Error(w, "too many live metadata tokens: reuse a token until its TTL instead of asking for a new one", http.StatusTooManyRequests)
+			return
+		}
+		_, _ = w.Write([]byte(tok))
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {

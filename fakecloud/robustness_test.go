@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/terway-sim/terway/fakecloud"
 )
 
@@ -194,5 +196,55 @@ func TestEmptyJournalWithoutSnapshotRemoved(t *testing.T) {
 	}
 	if _, err := os.Stat(state); err != nil {
 		t.Fatalf("no snapshot written for the new world: %v", err)
+	}
+}
+
+// TestMetadataTokenBound: an instance holding 4,096 live tokens is refused
+// another with 429 until some expire; other instances are not affected.
+// Before, every PUT was answered and the tokens lived for their whole TTL.
+func TestMetadataTokenBound(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	e := newEnv(t, withOptions(func(o *fakecloud.Options) { o.Clock = clk }))
+	put := func(inst, ttl string) (int, string) {
+		r := httptest.NewRequest(http.MethodPut, "/latest/api/token", nil)
+		r.Header.Set("X-aliyun-ecs-metadata-token-ttl-seconds", ttl)
+		w := httptest.NewRecorder()
+		e.cloud.MetadataHandler(inst).ServeHTTP(w, r)
+		return w.Code, w.Body.String()
+	}
+	const bound = 4096 // documented in fakecloud/README.md
+	var first string
+	for i := range bound {
+		st, tok := put(node1, "1")
+		if st != http.StatusOK {
+			t.Fatalf("token %d of %d: %d %s", i+1, bound, st, tok)
+		}
+		if i == 0 {
+			first = tok
+		}
+	}
+	if st, body := put(node1, "1"); st != http.StatusTooManyRequests {
+		t.Fatalf("token over the bound: %d %s", st, body)
+	}
+	if st, _ := put(node2, "60"); st != http.StatusOK {
+		t.Fatalf("another instance refused because of node1's tokens: %d", st)
+	}
+	clk.Step(2 * time.Second)
+	st, tok := put(node1, "60")
+	if st != http.StatusOK || tok == "" {
+		t.Fatalf("token after the old ones expired: %d %q", st, tok)
+	}
+	get := func(tok string) int {
+		r := httptest.NewRequest(http.MethodGet, "/latest/meta-data/instance-id", nil)
+		r.Header.Set("X-aliyun-ecs-metadata-token", tok)
+		w := httptest.NewRecorder()
+		e.cloud.MetadataHandler(node1).ServeHTTP(w, r)
+		return w.Code
+	}
+	if st := get(first); st != http.StatusUnauthorized {
+		t.Fatalf("expired token answered %d", st)
+	}
+	if st := get(tok); st != http.StatusOK {
+		t.Fatalf("fresh token answered %d", st)
 	}
 }
