@@ -200,6 +200,13 @@ func (s Settings) clone() Settings {
 		th[k] = v
 	}
 	s.Throttle = th
+	if s.ThrottleCodes != nil {
+		codes := make(map[string]string, len(s.ThrottleCodes))
+		for k, v := range s.ThrottleCodes {
+			codes[k] = v
+		}
+		s.ThrottleCodes = codes
+	}
 	return s
 }
 

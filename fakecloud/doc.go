@@ -7,7 +7,8 @@
 // A Cloud holds the world (instances, ENIs, vSwitches, route tables,
 // EIPs) and models what real clients depend on: asynchronous attach and
 // detach, per-instance-type quotas, vSwitch exhaustion, ClientToken
-// idempotency, per-minute throttling, metadata lag, eventual consistency,
-// and deterministic fault injection. A Hypervisor hook lets a lab turn
-// attached ENIs into real interfaces. See README.md for the full reference.
+// idempotency, per-minute throttling, metadata lag, opt-in eventual
+// consistency after Create, and deterministic fault injection. A
+// Hypervisor hook lets a lab turn attached ENIs into real interfaces. See
+// README.md for the full reference.
 package fakecloud

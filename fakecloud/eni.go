@@ -170,7 +170,7 @@ func (c *Cloud) createNetworkInterface(x *call) (response, error) {
 		SecurityGroups: dedupe(sgs), PrimaryIP: primary, Tags: tags, DeleteOnRelease: deleteOnRelease,
 		SourceDestCheck: srcDst, ResourceGroupID: p.String("ResourceGroupId"), TrafficMode: mode,
 		QueueNumber: queues, CreatedAt: now,
-		VisibleAt: now.Add(c.scale(c.st.Spec.Settings.ConsistencyWindow.D())),
+		VisibleAt: now.Add(c.scale(max(c.st.Spec.Settings.ConsistencyWindow.D(), x.hide))),
 	}
 	for _, a := range addrs {
 		e.IPv4 = append(e.IPv4, addrRec{Addr: a, At: now})
@@ -473,9 +473,11 @@ func (c *Cloud) describeNetworkInterfaceAttribute(x *call) (response, error) {
 	return &describeENIAttrResponse{eniJSON: c.eniJSONLocked(e)}, nil
 }
 
-// visibleLocked models eventual consistency: an ENI created through the
-// API is missing from Describe answers until its VisibleAt (creation plus
-// the consistency window). ENIs of the world file exist from the start.
+// visibleLocked models eventual consistency, when a world opts in: an ENI
+// created through the API is missing from Describe answers until its
+// VisibleAt (creation plus the consistencyWindow setting or a consistency
+// fault's window; both are 0 by default, as CreateNetworkInterface is
+// documented synchronous). ENIs of the world file exist from the start.
 func (c *Cloud) visibleLocked(e *eni) bool {
 	return !c.now().Before(e.VisibleAt)
 }

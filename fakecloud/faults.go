@@ -22,6 +22,12 @@ const (
 	FaultLostResponse = "lost-response"
 	// FaultPause holds matching calls at Step until the fault is removed.
 	FaultPause = "pause"
+	// FaultConsistency models eventual consistency, which ECS does not
+	// document for CreateNetworkInterface (it is synchronous), so it is
+	// opt-in: the ENI a matching CreateNetworkInterface call creates is
+	// missing from DescribeNetworkInterfaces(Attribute) for Latency plus
+	// up to Jitter.
+	FaultConsistency = "consistency"
 )
 
 // Pause steps.
@@ -70,6 +76,16 @@ func (f *Fault) validate() error {
 		if f.Latency == 0 && f.Jitter == 0 {
 			return fmt.Errorf("fault %s: latency needs latency or jitter", f.Name)
 		}
+	case FaultConsistency:
+		if f.Latency <= 0 && f.Jitter <= 0 {
+			return fmt.Errorf("fault %s: consistency needs latency or jitter (how long a new ENI stays hidden)", f.Name)
+		}
+		if f.Action == "" {
+			f.Action = "CreateNetworkInterface"
+		}
+		if f.Action != "CreateNetworkInterface" {
+			return fmt.Errorf("fault %s: consistency applies to CreateNetworkInterface, not %s", f.Name, f.Action)
+		}
 	case FaultPause:
 		if f.Step == "" {
 			f.Step = StepBefore
@@ -78,7 +94,7 @@ func (f *Fault) validate() error {
 			return fmt.Errorf("fault %s: step must be %q or %q", f.Name, StepBefore, StepAfter)
 		}
 	default:
-		return fmt.Errorf("fault kind %q must be one of error, latency, lost-response, pause", f.Kind)
+		return fmt.Errorf("fault kind %q must be one of error, latency, lost-response, pause, consistency", f.Kind)
 	}
 	if f.Probability < 0 || f.Probability > 1 || math.IsNaN(f.Probability) {
 		return fmt.Errorf("fault %s: probability must be within [0,1]", f.Name)
@@ -117,7 +133,8 @@ func newFaultSet(seed int64) *faultSet {
 type decision struct {
 	err     *Fault // fail before applying
 	latency time.Duration
-	lost    *Fault // apply, then lose the answer
+	lost    *Fault        // apply, then lose the answer
+	hide    time.Duration // a new ENI stays out of Describe answers this long
 	before  []*activeFault
 	after   []*activeFault
 }
@@ -158,6 +175,9 @@ func (s *faultSet) decide(action, callerKey string, callerIDs ...string) decisio
 		case FaultLatency:
 			u := unitFloat(s.seed, "jitter|"+r.Name, action, callerKey, idx)
 			d.latency += r.Latency.D() + time.Duration(u*float64(r.Jitter.D()))
+		case FaultConsistency:
+			u := unitFloat(s.seed, "jitter|"+r.Name, action, callerKey, idx)
+			d.hide = max(d.hide, r.Latency.D()+time.Duration(u*float64(r.Jitter.D())))
 		case FaultPause:
 			if r.Step == StepAfter {
 				d.after = append(d.after, r)

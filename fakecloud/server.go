@@ -49,6 +49,9 @@ type call struct {
 	p         wire.Params
 	who       caller
 	requestID string
+	// hide is how long an ENI this call creates stays out of Describe
+	// answers (a consistency fault).
+	hide time.Duration
 }
 
 // response is what handlers return: a JSON body with RequestId.
@@ -213,7 +216,7 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !c.throttle.allow(act.name, now, settings.ThrottleWindow.D(), settings.budget(act.name)) {
-		fail(apiErr(400, CodeThrottling, "Request was denied due to user flow control."), act.name, who.AccessKeyID, who.InstanceID)
+		fail(apiErr(400, settings.throttleCode(act.name), "Request was denied due to user flow control."), act.name, who.AccessKeyID, who.InstanceID)
 		return
 	}
 	x := &call{ctx: r.Context(), req: req, p: req.Params, who: who, requestID: reqID}
@@ -250,6 +253,7 @@ func (c *Cloud) run(act *action, x *call) (resp response, lost *Fault, err error
 		resp, lost, err = nil, nil, errHandlerPanic()
 	}()
 	d := c.faults.decide(act.name, x.who.key(), x.who.AccessKeyID, x.who.InstanceID)
+	x.hide = d.hide
 	if d.err != nil {
 		return nil, nil, faultError(d.err)
 	}

@@ -109,18 +109,26 @@ type ENISpec struct {
 // Settings are the behaviour knobs. Delays are in world time and scaled by
 // Options.TimeScale; the throttle window is not.
 type Settings struct {
-	AttachDelay       Duration `json:"attachDelay"`
-	DetachDelay       Duration `json:"detachDelay"`
-	DeleteDelay       Duration `json:"deleteDelay"`
-	RouteEntryDelay   Duration `json:"routeEntryDelay"`
-	EIPDelay          Duration `json:"eipDelay"`
-	MetadataLag       Duration `json:"metadataLag"`
+	AttachDelay     Duration `json:"attachDelay"`
+	DetachDelay     Duration `json:"detachDelay"`
+	DeleteDelay     Duration `json:"deleteDelay"`
+	RouteEntryDelay Duration `json:"routeEntryDelay"`
+	EIPDelay        Duration `json:"eipDelay"`
+	MetadataLag     Duration `json:"metadataLag"`
+	// ConsistencyWindow hides every ENI created through the API from
+	// DescribeNetworkInterfaces(Attribute) this long. Default 0: ECS
+	// documents CreateNetworkInterface as synchronous (the new ENI is
+	// Available at once). A FaultConsistency opts in per call instead.
 	ConsistencyWindow Duration `json:"consistencyWindow"`
 	// ThrottleWindow is the length of a throttling window (default 60s).
 	ThrottleWindow Duration `json:"throttleWindow"`
 	// Throttle is the account-wide budget per action per window; key "*"
 	// is the default for actions not listed; 0 means unlimited.
 	Throttle map[string]int `json:"throttle"`
+	// ThrottleCodes is the code a call over budget answers, per action;
+	// key "*" for actions not listed: Throttling, Throttling.User (the
+	// default) or Throttling.Api, all three of which the service answers.
+	ThrottleCodes map[string]string `json:"throttleCodes"`
 	// ExhaustionCode is what a dry vSwitch answers:
 	// InvalidVSwitchId.IpNotEnough (default) or QuotaExceeded.PrivateIpAddress.
 	ExhaustionCode string `json:"exhaustionCode"`
@@ -149,25 +157,26 @@ var defaultThrottle = map[string]int{
 }
 
 // DefaultSettings returns the documented defaults: realistic delays, a
-// small metadata lag and consistency window, 60 s throttle windows.
+// small metadata lag, no consistency window (CreateNetworkInterface is
+// synchronous), 60 s throttle windows answered with Throttling.User.
 func DefaultSettings() Settings {
 	th := make(map[string]int, len(defaultThrottle))
 	for k, v := range defaultThrottle {
 		th[k] = v
 	}
 	return Settings{
-		AttachDelay:       Duration(2 * time.Second),
-		DetachDelay:       Duration(2 * time.Second),
-		DeleteDelay:       Duration(time.Second),
-		RouteEntryDelay:   Duration(time.Second),
-		EIPDelay:          Duration(time.Second),
-		MetadataLag:       Duration(time.Second),
-		ConsistencyWindow: Duration(500 * time.Millisecond),
-		ThrottleWindow:    Duration(time.Minute),
-		Throttle:          th,
-		ExhaustionCode:    CodeIPNotEnough,
-		TimestampWindow:   Duration(15 * time.Minute),
-		STSLifetime:       Duration(6 * time.Hour),
+		AttachDelay:     Duration(2 * time.Second),
+		DetachDelay:     Duration(2 * time.Second),
+		DeleteDelay:     Duration(time.Second),
+		RouteEntryDelay: Duration(time.Second),
+		EIPDelay:        Duration(time.Second),
+		MetadataLag:     Duration(time.Second),
+		ThrottleWindow:  Duration(time.Minute),
+		Throttle:        th,
+		ThrottleCodes:   map[string]string{"*": CodeThrottling},
+		ExhaustionCode:  CodeIPNotEnough,
+		TimestampWindow: Duration(15 * time.Minute),
+		STSLifetime:     Duration(6 * time.Hour),
 	}
 }
 
@@ -367,6 +376,14 @@ func (s Spec) Validate() error {
 		if v < 0 {
 			return fmt.Errorf("settings.throttle[%s] must not be negative", k)
 		}
+	}
+	for k, v := range s.Settings.ThrottleCodes {
+		if !isThrottleCode(v) {
+			return fmt.Errorf("settings.throttleCodes[%s] %q must be %s, %s or %s", k, v, CodeThrottlingPlain, CodeThrottling, CodeThrottlingAPI)
+		}
+	}
+	if s.Settings.ConsistencyWindow < 0 {
+		return fmt.Errorf("settings.consistencyWindow must not be negative")
 	}
 	return nil
 }
