@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/terway-sim/terway/fakecloud"
 )
@@ -10,6 +11,10 @@ import (
 // four ENIs of 15 addresses, so ENIMultiIP holds 45 pods per node and
 // ENIOnly 3.
 const DefaultInstanceType = "ecs.g7.xlarge"
+
+// LabConsistencyWindow is how long a new ENI is missing from Describe in
+// the lab's default world (world time; a world file sets its own).
+const LabConsistencyWindow = 500 * time.Millisecond
 
 // labSpec is the emulated world: the world file's, or the default world's
 // topology with the lab's own instances, spread over the zones.
@@ -26,6 +31,12 @@ func labSpec(c Config) (fakecloud.Spec, error) {
 		}
 	} else {
 		spec = fakecloud.DefaultSpec()
+		// The lab opts in to eventual consistency after Create, which
+		// fakecloud's default world no longer has (ECS documents
+		// CreateNetworkInterface as synchronous): the window the lab has
+		// always run with, so that the daemon's handling of a lagging
+		// Describe stays exercised end to end and the demo is unchanged.
+		spec.Settings.ConsistencyWindow = fakecloud.Duration(LabConsistencyWindow)
 		spec.Instances = nil
 		for i := range c.Nodes {
 			vsw := spec.VSwitches[i%len(spec.VSwitches)]
