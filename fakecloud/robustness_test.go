@@ -1,8 +1,11 @@
 package fakecloud_test
 
 import (
+	"bufio"
 	"bytes"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -246,5 +249,93 @@ func TestMetadataTokenBound(t *testing.T) {
 	}
 	if st := get(tok); st != http.StatusOK {
 		t.Fatalf("fresh token answered %d", st)
+	}
+}
+
+// TestServerTimeouts: a listener built by NewHTTPServer cuts a client that
+// trickles its body off after the read timeout, closes an idle keep-alive
+// connection after the idle timeout, and still lets a call that takes
+// longer than both (injected latency) answer.
+func TestServerTimeouts(t *testing.T) {
+	e := newEnv(t)
+	const read, idle = 300 * time.Millisecond, 300 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := fakecloud.NewHTTPServer(e.cloud, fakecloud.ServerTimeouts{ReadHeader: time.Second, Read: read, Idle: idle}, nil)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	addr := ln.Addr().String()
+
+	// closedWithin reads c until the server closes it and reports how long
+	// that took (failing after limit).
+	closedWithin := func(c net.Conn, limit time.Duration) time.Duration {
+		t.Helper()
+		start := time.Now()
+		_ = c.SetReadDeadline(start.Add(limit))
+		_, err := io.Copy(io.Discard, c)
+		if err != nil {
+			t.Fatalf("connection still open after %v: %v", limit, err)
+		}
+		return time.Since(start)
+	}
+
+	// A body of 1,000 bytes sent one byte per 50 ms would take 50 s.
+	slow, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	if _, err := io.WriteString(slow, "POST / HTTP/1.1\r\nHost: "+addr+"\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 1000\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if _, err := slow.Write([]byte("a")); err != nil {
+				return
+			}
+		}
+	}()
+	if d := closedWithin(slow, 5*time.Second); d < read/2 {
+		t.Fatalf("slow body cut after %v, before the read timeout %v", d, read)
+	}
+
+	// An idle keep-alive connection is closed after its first answer.
+	keep, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keep.Close()
+	if _, err := io.WriteString(keep, "GET /fakecloud/healthz HTTP/1.1\r\nHost: "+addr+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(keep), nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("healthz: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	closedWithin(keep, 5*time.Second)
+
+	// A call slower than both timeouts still answers: there is no write
+	// timeout, and the read timeout stops counting once the body is read.
+	if _, err := e.cloud.AddFault(fakecloud.Fault{Name: "slow", Kind: "latency", Action: "DescribeInstances", Latency: fakecloud.Duration(800 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	p := signedParams("DescribeInstances", nil, time.Now(), testSecret)
+	r, err := http.Post("http://"+addr+"/?"+p.Encode(), "application/x-www-form-urlencoded", nil)
+	if err != nil {
+		t.Fatalf("slow call: %v", err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusOK {
+		t.Fatalf("slow call answered %d", r.StatusCode)
 	}
 }

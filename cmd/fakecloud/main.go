@@ -214,7 +214,7 @@ func listenAll(o *serveOptions, cloud *fakecloud.Cloud, log *slog.Logger) ([]*ht
 	}
 	var servers []*http.Server
 	for _, p := range ps {
-		s := &http.Server{Handler: p.h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+		s := fakecloud.NewHTTPServer(p.h, fakecloud.ServerTimeouts{}, slog.NewLogLogger(log.Handler(), slog.LevelDebug))
 		servers = append(servers, s)
 		go func(s *http.Server, l net.Listener) { _ = s.Serve(l) }(s, p.ln)
 	}

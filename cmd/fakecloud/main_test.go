@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,6 +18,8 @@ import (
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk"
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
+
+	"github.com/terway-sim/terway/fakecloud"
 )
 
 func TestMain(m *testing.M) {
@@ -168,5 +171,36 @@ func TestWorldCommandPrintsLoadableWorld(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("serving the printed world: %v (%s)", err, e2.String())
+	}
+}
+
+// TestListenersHaveTimeouts: every listener serve opens (API, bound and
+// by-source metadata) has a body-read and an idle timeout besides the
+// header timeout, so a client trickling its body or idling cannot hold a
+// connection as long as it likes. No write timeout: pause faults hold
+// calls on purpose.
+func TestListenersHaveTimeouts(t *testing.T) {
+	cloud, err := fakecloud.New(fakecloud.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cloud.Close()
+	o := &serveOptions{listen: "127.0.0.1:0", metadataListen: []string{"127.0.0.1:0=i-bp1lab0000000000001", "127.0.0.1:0"}}
+	servers, _, err := listenAll(o, cloud, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, s := range servers {
+			_ = s.Close()
+		}
+	}()
+	if len(servers) != 3 {
+		t.Fatalf("%d servers, want 3", len(servers))
+	}
+	for i, s := range servers {
+		if s.ReadHeaderTimeout <= 0 || s.ReadTimeout <= 0 || s.IdleTimeout <= 0 || s.WriteTimeout != 0 {
+			t.Errorf("server %d: header %v, read %v, idle %v, write %v", i, s.ReadHeaderTimeout, s.ReadTimeout, s.IdleTimeout, s.WriteTimeout)
+		}
 	}
 }
