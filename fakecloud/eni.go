@@ -90,8 +90,11 @@ func (c *Cloud) createNetworkInterface(x *call) (response, error) {
 	if err != nil {
 		return nil, err
 	}
-	queues, err := p.Int("QueueNumber", 0)
+	queues, err := parseQueueNumber(p)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkENIText(p); err != nil {
 		return nil, err
 	}
 	mode := p.String("NetworkInterfaceTrafficMode")
@@ -402,8 +405,11 @@ func (c *Cloud) modifyNetworkInterfaceAttribute(x *call) (response, error) {
 	if err != nil {
 		return nil, err
 	}
-	queues, err := p.Int("QueueNumber", 0)
+	queues, err := parseQueueNumber(p)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkENIText(p); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -182,12 +183,40 @@ func jsonList(p interface{ String(string) string }, name string) ([]string, erro
 	if raw == "" {
 		return nil, nil
 	}
-	var out []string
-	if err := json.Unmarshal([]byte(raw), &out); err != nil {
-		return nil, errInvalid(name, raw)
+	// Entries decode as *string so that a JSON null (which would decode
+	// into "" and silently match nothing) is told apart and refused.
+	var entries []*string
+	if err := json.Unmarshal([]byte(raw), &entries); err != nil {
+		return nil, errInvalid(name, preview(raw))
 	}
-	if len(out) > 100 {
+	if len(entries) > 100 {
 		return nil, errInvalid(name, "more than 100 entries")
+	}
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		if e == nil || *e == "" {
+			return nil, apiErr(400, CodeInvalidParameter, "The specified parameter %q is not valid: entry %d is null or empty.", name, i+1)
+		}
+		out[i] = *e
+	}
+	return out, nil
+}
+
+// jsonAddrList is jsonList for a JSON array of IP addresses, such as
+// DescribeInstances' PrivateIpAddresses: an entry that is not an address
+// is refused rather than matching nothing.
+func jsonAddrList(p interface{ String(string) string }, name string) ([]string, error) {
+	raw, err := jsonList(p, name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(raw))
+	for i, v := range raw {
+		a, err := netip.ParseAddr(v)
+		if err != nil {
+			return nil, apiErr(400, CodeInvalidParameter, "The specified parameter %q is not valid: entry %d %q is not an IP address.", name, i+1, preview(v))
+		}
+		out[i] = a.String() // canonical form, as the stored addresses print
 	}
 	return out, nil
 }
@@ -198,7 +227,7 @@ func (c *Cloud) describeInstances(x *call) (response, error) {
 	if err != nil {
 		return nil, err
 	}
-	ips, err := jsonList(p, "PrivateIpAddresses")
+	ips, err := jsonAddrList(p, "PrivateIpAddresses")
 	if err != nil {
 		return nil, err
 	}

@@ -339,3 +339,124 @@ func TestServerTimeouts(t *testing.T) {
 		t.Fatalf("slow call answered %d", r.StatusCode)
 	}
 }
+
+// TestENIParameterLimits: values ECS refuses are refused with its codes
+// and change nothing; before, each was answered 200 and stored (a 200 KB
+// name went into state, journal and every Describe answer).
+func TestENIParameterLimits(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "world.json")
+	e := newEnv(t, withOptions(func(o *fakecloud.Options) { o.StatePath = state }))
+	create := func(extra url.Values) (int, map[string]any) {
+		biz := url.Values{"VSwitchId": {vsw1}, "SecurityGroupId": {fakecloud.DefaultSecurityGroup}}
+		for k, v := range extra {
+			biz[k] = v
+		}
+		return e.post(t, signedParams("CreateNetworkInterface", biz, time.Now(), testSecret))
+	}
+	enis := func() int { return len(e.cloud.World().ENIs) }
+	before := enis()
+	huge := "a" + strings.Repeat("b", 200<<10)
+	refused := []struct {
+		name   string
+		params url.Values
+		status int
+		code   string
+	}{
+		{"QueueNumber -1", url.Values{"QueueNumber": {"-1"}}, 403, fakecloud.CodeInvalidQueueNumber},
+		{"QueueNumber 0", url.Values{"QueueNumber": {"0"}}, 403, fakecloud.CodeInvalidQueueNumber},
+		{"QueueNumber 2049", url.Values{"QueueNumber": {"2049"}}, 403, fakecloud.CodeInvalidQueueNumber},
+		{"200 KB name", url.Values{"NetworkInterfaceName": {huge}}, 400, fakecloud.CodeInvalidParameter},
+		{"1-character name", url.Values{"NetworkInterfaceName": {"a"}}, 400, fakecloud.CodeInvalidParameter},
+		{"129-character name", url.Values{"NetworkInterfaceName": {"a" + strings.Repeat("b", 128)}}, 400, fakecloud.CodeInvalidParameter},
+		{"name starting with a digit", url.Values{"NetworkInterfaceName": {"1eni"}}, 400, fakecloud.CodeInvalidParameter},
+		{"name with a space", url.Values{"NetworkInterfaceName": {"my eni"}}, 400, fakecloud.CodeInvalidParameter},
+		{"name starting http://", url.Values{"NetworkInterfaceName": {"http://x"}}, 400, fakecloud.CodeInvalidParameter},
+		{"1-character description", url.Values{"Description": {"x"}}, 400, fakecloud.CodeDescriptionMalformed},
+		{"257-character description", url.Values{"Description": {strings.Repeat("d", 257)}}, 400, fakecloud.CodeDescriptionMalformed},
+		{"description starting https://", url.Values{"Description": {"https://example.com/eni"}}, 400, fakecloud.CodeDescriptionMalformed},
+	}
+	for _, tc := range refused {
+		st, body := create(tc.params)
+		if st != tc.status || body["Code"] != tc.code {
+			t.Errorf("%s: %d %v, want %d %s", tc.name, st, body["Code"], tc.status, tc.code)
+		}
+		if msg, _ := body["Message"].(string); len(msg) > 1024 {
+			t.Errorf("%s: the message echoes the value (%d bytes)", tc.name, len(msg))
+		}
+	}
+	if n := enis(); n != before {
+		t.Fatalf("refused creates left %d ENIs, want %d", n, before)
+	}
+	if fi, err := os.Stat(state + ".journal"); err != nil || fi.Size() > 64<<10 {
+		t.Fatalf("journal after refused creates: %v, %v", fi, err)
+	}
+
+	// The limits themselves, and what real clients send, are accepted.
+	accepted := []url.Values{
+		{"QueueNumber": {"1"}, "NetworkInterfaceName": {"ab"}, "Description": {"dd"}},
+		{"QueueNumber": {"2048"}, "NetworkInterfaceName": {"a" + strings.Repeat("b", 127)}, "Description": {strings.Repeat("d", 256)}},
+		{"NetworkInterfaceName": {"eni-cni_abc:1.2"}, "Description": {"interface create by terway"}},
+		{"NetworkInterfaceName": {"网卡名"}, "Description": {"弹性网卡 a*b~c+d/e"}},
+	}
+	var id string
+	for _, p := range accepted {
+		st, body := create(p)
+		if st != http.StatusOK {
+			t.Fatalf("create with %v: %d %v", p, st, body)
+		}
+		id, _ = body["NetworkInterfaceId"].(string)
+	}
+
+	// ModifyNetworkInterfaceAttribute applies the same limits and keeps
+	// the old values when it refuses.
+	modify := func(extra url.Values) (int, map[string]any) {
+		biz := url.Values{"NetworkInterfaceId": {id}}
+		for k, v := range extra {
+			biz[k] = v
+		}
+		return e.post(t, signedParams("ModifyNetworkInterfaceAttribute", biz, time.Now(), testSecret))
+	}
+	if st, body := modify(url.Values{"NetworkInterfaceName": {huge}}); st != 400 || body["Code"] != fakecloud.CodeInvalidParameter {
+		t.Errorf("modify with a 200 KB name: %d %v", st, body["Code"])
+	}
+	if st, body := modify(url.Values{"QueueNumber": {"-1"}}); st != 403 || body["Code"] != fakecloud.CodeInvalidQueueNumber {
+		t.Errorf("modify QueueNumber -1: %d %v", st, body["Code"])
+	}
+	st, body := e.post(t, signedParams("DescribeNetworkInterfaceAttribute", url.Values{"NetworkInterfaceId": {id}}, time.Now(), testSecret))
+	if st != http.StatusOK || body["NetworkInterfaceName"] != "网卡名" {
+		t.Errorf("name after refused modifies: %d %v", st, body["NetworkInterfaceName"])
+	}
+}
+
+// TestDescribeInstancesRefusesMalformedLists: entries DescribeInstances
+// cannot match against are InvalidParameter, not an empty 200 answer.
+func TestDescribeInstancesRefusesMalformedLists(t *testing.T) {
+	e := newEnv(t)
+	describe := func(k, v string) (int, map[string]any) {
+		return e.post(t, signedParams("DescribeInstances", url.Values{k: {v}}, time.Now(), testSecret))
+	}
+	for _, tc := range []struct{ k, v string }{
+		{"PrivateIpAddresses", `["not-an-ip"]`},
+		{"PrivateIpAddresses", `["192.168.0.1", "192.168.0.300"]`},
+		{"PrivateIpAddresses", `[null]`},
+		{"InstanceIds", `[null]`},
+		{"InstanceIds", `[""]`},
+		{"InstanceIds", `["` + node1 + `", null]`},
+		{"InstanceIds", `{"not": "a list"}`},
+	} {
+		st, body := describe(tc.k, tc.v)
+		wantError(t, st, body, 400, fakecloud.CodeInvalidParameter)
+	}
+	st, body := describe("InstanceIds", `["`+node1+`"]`)
+	if st != http.StatusOK || len(listAt(t, body, "Instances.Instance")) != 1 {
+		t.Fatalf("valid InstanceIds: %d %v", st, body)
+	}
+	in, ok := e.cloud.Instance(node1)
+	if !ok || len(in.ENIs) == 0 {
+		t.Fatalf("instance %s: %+v", node1, in)
+	}
+	st, body = describe("PrivateIpAddresses", `["`+in.ENIs[0].PrimaryIP.String()+`"]`)
+	if st != http.StatusOK || len(listAt(t, body, "Instances.Instance")) != 1 {
+		t.Fatalf("valid PrivateIpAddresses: %d %v", st, body)
+	}
+}
