@@ -57,6 +57,11 @@ type Options struct {
 	StoreNoSync bool
 	// ImportTerwayDB reads a Terway-written store instead of refusing it.
 	ImportTerwayDB bool
+	// RebuildStore (terwayd --rebuild-store): a damaged store
+	// (store.ErrDamaged) is moved aside to "<store_path>.damaged-<UTC
+	// time>" and rebuilt from the node's truth instead of refused. Without
+	// it, New fails and records a StoreDamaged node event.
+	RebuildStore bool
 	// LockTimeout is how long to wait for the node lock (default 5s).
 	LockTimeout time.Duration
 	// HostNetNS is the path of the node's host network namespace (e.g.
@@ -179,17 +184,14 @@ func (d *Daemon) init(ctx context.Context) error {
 	}
 	d.checker = cnicheck.New(cnicheck.Options{ConfDir: d.cfg.CNIConfDir, BinDirs: []string{d.cfg.CNIBinDir}, CacheDir: d.cfg.CNICacheDir,
 		NetNS: d.opts.HostNetNS})
+	// The client exists before the store, whose refusal is a node event;
+	// its informer starts below.
+	d.kube = k8s.New(d.opts.Kube, d.opts.NodeName, d.cfg.CustomStatefulWorkloadKinds, d.log)
 	d.setPhase("opening the store")
-	st, err := store.Open(d.cfg.StorePath, store.Options{NoSync: d.opts.StoreNoSync, ImportTerway: d.opts.ImportTerwayDB})
-	if err != nil {
+	if err := d.openStore(ctx); err != nil {
 		return err
 	}
-	d.store = st
-	for _, w := range st.Warnings() {
-		d.log.Warn("store", "warning", w)
-	}
 	d.setPhase("starting the Kubernetes client")
-	d.kube = k8s.New(d.opts.Kube, d.opts.NodeName, d.cfg.CustomStatefulWorkloadKinds, d.log)
 	if err := d.kube.Start(ctx); err != nil {
 		return err
 	}
