@@ -79,6 +79,35 @@ func podKey(ns, name string) (string, error) {
 	return ns + "/" + name, nil
 }
 
+// MaxContainerIDLen bounds a container ID. Runtimes use 64 hex digits
+// (containerd, CRI-O, Docker); the bound leaves room for others while
+// keeping a store record and a log line small.
+const MaxContainerIDLen = 128
+
+// checkContainerID applies the CNI specification's rule for a container
+// ID (a letter or digit, then letters, digits, '_', '.' or '-') and
+// MaxContainerIDLen. AllocIP requires one (it is stored and tells a
+// retried ADD from a new sandbox); ReleaseIP and GetIPInfo accept none.
+func checkContainerID(id string, required bool) error {
+	if id == "" {
+		if required {
+			return status.Error(codes.InvalidArgument, "K8SPodInfraContainerId is required")
+		}
+		return nil
+	}
+	if len(id) > MaxContainerIDLen {
+		return status.Errorf(codes.InvalidArgument, "K8SPodInfraContainerId is %d bytes long, at most %d allowed", len(id), MaxContainerIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || i > 0 && (c == '_' || c == '.' || c == '-')
+		if !ok {
+			return status.Errorf(codes.InvalidArgument, "K8SPodInfraContainerId %q: want a letter or digit, then letters, digits, '_', '.' or '-'", id)
+		}
+	}
+	return nil
+}
+
 // AllocIP gives a pod its network. A retried call for the same container
 // gets the same answer; a new sandbox of the same pod gets the same
 // address back.
@@ -87,6 +116,9 @@ func (b *backend) AllocIP(ctx context.Context, r *rpc.AllocIPRequest) (*rpc.Allo
 	start := d.clock.Now()
 	key, err := podKey(r.K8SPodNamespace, r.K8SPodName)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkContainerID(r.K8SPodInfraContainerId, true); err != nil {
 		return nil, err
 	}
 	done, err := d.begin(ctx, key, false)
@@ -210,6 +242,9 @@ func (b *backend) ReleaseIP(ctx context.Context, r *rpc.ReleaseIPRequest) (*rpc.
 	if err != nil {
 		return nil, err
 	}
+	if err := checkContainerID(r.K8SPodInfraContainerId, false); err != nil {
+		return nil, err
+	}
 	done, err := d.begin(ctx, key, true)
 	if err != nil {
 		return nil, err
@@ -282,6 +317,9 @@ func (b *backend) GetIPInfo(ctx context.Context, r *rpc.GetInfoRequest) (*rpc.Ge
 	d := b.d
 	key, err := podKey(r.K8SPodNamespace, r.K8SPodName)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkContainerID(r.K8SPodInfraContainerId, false); err != nil {
 		return nil, err
 	}
 	done, err := d.begin(ctx, key, true)
