@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -100,13 +101,23 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 	if node == "" {
 		return errors.New("NODE_NAME is not set (the DaemonSet passes spec.nodeName)")
 	}
-	kube, err := kubeClient(o.kubeconfig)
+	rc, err := restConfig(o.kubeconfig)
 	if err != nil {
 		return err
 	}
-	cfg, err := loadConfig(ctx, o.configPath, kube, node)
+	// The config is read with client-go's default limits; the daemon's
+	// client then gets kube_client_qps and kube_client_burst.
+	boot, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	cfg, err := loadConfig(ctx, o.configPath, boot, node)
 	if err != nil {
 		return err
+	}
+	kube, err := kubernetes.NewForConfig(withLimits(rc, cfg))
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
 	}
 	log.Info("config", "config", cfg.Redacted())
 	reg := prometheus.NewRegistry()
@@ -135,7 +146,9 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 	return d.Serve(ctx)
 }
 
-func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+// restConfig is the Kubernetes client configuration: the kubeconfig file,
+// else the in-cluster one.
+func restConfig(kubeconfig string) (*rest.Config, error) {
 	var rc *rest.Config
 	var err error
 	if kubeconfig != "" {
@@ -148,7 +161,23 @@ func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
 	}
 	rc.Timeout = 70 * time.Second
 	rc.UserAgent = "terwayd"
-	return kubernetes.NewForConfig(rc)
+	return rc, nil
+}
+
+// withLimits returns a copy of rc with the client-side limits of the
+// config: kube_client_qps and kube_client_burst, 0 leaving client-go's
+// defaults (rest.DefaultQPS 5, rest.DefaultBurst 10). A QPS without a
+// burst gets a burst of max(10, QPS) (client-go refuses a QPS without one).
+func withLimits(rc *rest.Config, cfg *config.Config) *rest.Config {
+	out := rest.CopyConfig(rc)
+	if cfg.KubeClientQPS > 0 {
+		out.QPS = cfg.KubeClientQPS
+		out.Burst = max(rest.DefaultBurst, int(math.Ceil(float64(cfg.KubeClientQPS))))
+	}
+	if cfg.KubeClientBurst > 0 {
+		out.Burst = cfg.KubeClientBurst
+	}
+	return out
 }
 
 // loadConfig reads eni_conf, applies the node's dynamic config and the

@@ -133,7 +133,11 @@
 //     keep their IP for sticky_time like StatefulSet pods (case-insensitive;
 //     [Config.IsStatefulKind]).
 //   - kube_client_qps (number >= 0, 0), kube_client_burst (int >= 0, 0): the
-//     Kubernetes client's limits; 0 means client-go's default.
+//     rate limit of the daemon's Kubernetes client (queries per second and
+//     burst, shared by the informer, events, patches); 0 means client-go's
+//     default (5 and 10). A QPS without a burst gets a burst of max(10,
+//     QPS). The config itself (the node's terway-config label and
+//     ConfigMap) is read before, with the defaults.
 //   - enable_patch_pod_ips (bool, true): write annotation k8s.aliyun.com/pod-ips.
 //   - disable_device_plugin (bool, false): do not register the aliyun/eni
 //     device plugin (ENIOnly).
