@@ -273,7 +273,7 @@ func (h *Harness) Calls(instances ...string) (byAction, throttled map[string]int
 			continue
 		}
 		byAction[s.Action] += s.Count
-		if s.Outcome == fakecloud.CodeThrottling {
+		if strings.HasPrefix(s.Outcome, "Throttling") { // any of the codes a world may choose
 			throttled[s.Action] += s.Count
 		}
 	}

@@ -88,7 +88,7 @@ func defaultProfile() Profile {
 		DetachDelay:       2 * time.Second,
 		DeleteDelay:       time.Second,
 		MetadataLag:       time.Second,
-		ConsistencyWindow: 500 * time.Millisecond,
+		ConsistencyWindow: 0,
 		Latency: withDescribes(map[string]ActionLatency{
 			DefaultAction:                {Base: 80 * time.Millisecond, Jitter: 40 * time.Millisecond},
 			"DescribeInstanceTypes":      {Base: 120 * time.Millisecond, Jitter: 60 * time.Millisecond},
@@ -105,7 +105,7 @@ func defaultProfile() Profile {
 			"detachDelay":       "assumed equal to attach",
 			"deleteDelay":       "assumed; fakecloud's default",
 			"metadataLag":       "assumed; Terway polls metadata every 1 s for up to 10 s (terway-facts §2.3); AWS reports up to 18 s (anchors §1.9)",
-			"consistencyWindow": "assumed; fakecloud's default (EC2 documents eventual consistency, anchors §1.6)",
+			"consistencyWindow": "none: Alibaba documents CreateNetworkInterface as synchronous, the new ENI is Available at once (help.aliyun.com/document_detail/58504.html, shared/reference/instance-types.md); fakecloud's default",
 			"latency":           "assumed: no public per-action figures exist; reads 40-80 ms, allocating calls 150-400 ms (the SDK allows 16 s for Create/Attach, aliyun-wire §3.6)",
 		},
 	}
@@ -128,7 +128,9 @@ func fastProfile() Profile {
 }
 
 // slowProfile is a region under stress. Attach at 6 s keeps the third
-// WaitENIStatus poll (7.5 s or later) clearly after it.
+// WaitENIStatus poll (7.5 s or later) clearly after it. It keeps a 2 s
+// consistency window after Create, which fakecloud no longer has by
+// default, so that the daemon's handling of it stays measured.
 func slowProfile() Profile {
 	return Profile{
 		Name:              "slow",
@@ -149,9 +151,10 @@ func slowProfile() Profile {
 			"UnassignPrivateIpAddresses": {Base: 800 * time.Millisecond, Jitter: 400 * time.Millisecond},
 		}, ActionLatency{Base: 250 * time.Millisecond, Jitter: 150 * time.Millisecond}),
 		Sources: map[string]string{
-			"attachDelay": "assumed; between Alibaba's documented 2 s first poll and AWS's 10 s eniAttachTime (anchors §1.2)",
-			"metadataLag": "assumed; AWS reports new-ENI metadata after up to 18 s (anchors §1.9)",
-			"latency":     "assumed: 5-10x the default profile",
+			"attachDelay":       "assumed; between Alibaba's documented 2 s first poll and AWS's 10 s eniAttachTime (anchors §1.2)",
+			"metadataLag":       "assumed; AWS reports new-ENI metadata after up to 18 s (anchors §1.9)",
+			"consistencyWindow": "assumed: Alibaba documents Create as synchronous, but a stressed region is where a client must survive a lagging read (EC2 documents eventual consistency, anchors §1.6)",
+			"latency":           "assumed: 5-10x the default profile",
 		},
 	}
 }
