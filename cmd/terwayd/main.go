@@ -48,6 +48,7 @@ type options struct {
 	kubeconfig      string
 	configPath      string
 	importTerwayDB  bool
+	rebuildStore    bool
 	hostNetNS       string
 	devicePluginDir string
 }
@@ -86,6 +87,7 @@ an RFC 7396 merge patch, at start.`,
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config)")
 	f.StringVar(&o.configPath, "config", config.DefaultPath, "eni_conf file (falls back to "+config.DefaultLegacyPath+")")
 	f.BoolVar(&o.importTerwayDB, "import-terway-db", false, "read a store written by Terway instead of refusing it")
+	f.BoolVar(&o.rebuildStore, "rebuild-store", false, "a damaged store is moved aside (<store_path>.damaged-<UTC time>) and rebuilt from the node's ENIs, metadata and pods instead of refused")
 	f.StringVar(&o.hostNetNS, "host-netns", "/proc/self/ns/net", "the node's host network namespace, where GC removes the rules and routes of pods that went without a CNI DEL (\"\": never touch it)")
 	f.StringVar(&o.devicePluginDir, "device-plugin-dir", dpapi.DevicePluginPath, "kubelet's device-plugin directory, where aliyun/eni is advertised in ENIOnly and VPC modes (\"\": off)")
 	return cmd
@@ -127,7 +129,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 		return err
 	}
 	d, err := daemon.New(ctx, daemon.Options{Mode: o.mode, Config: cfg, NodeName: node, Kube: kube, Logger: log,
-		Registerer: reg, ImportTerwayDB: o.importTerwayDB, HostNetNS: o.hostNetNS, DevicePluginDir: o.devicePluginDir,
+		Registerer: reg, ImportTerwayDB: o.importTerwayDB, RebuildStore: o.rebuildStore, HostNetNS: o.hostNetNS, DevicePluginDir: o.devicePluginDir,
 		CheckPeriod: check})
 	if err != nil {
 		return err

@@ -16,7 +16,7 @@ import (
 func (c *Client) NodeEventNow(ctx context.Context, t EventType, reason, message string) error {
 	now := metav1.Now()
 	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%v.%x", c.node, now.UnixNano()), Namespace: metav1.NamespaceDefault},
+		ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%v.%x", c.node, now.UnixNano()), Namespace: metav1.NamespaceDefault},
 		InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: c.node, UID: types.UID(c.node), APIVersion: "v1"},
 		Reason:         reason,
 		Message:        message,
