@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/requests"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
@@ -82,6 +84,11 @@ type CreateENIRequest struct {
 	Tags            map[string]string
 	Description     string
 	ResourceGroupID string
+	// OnCreated, when set, is called by Node.AllocateENI with the new
+	// ENI's ID once it exists and before it is attached, so that a pool
+	// can tell its own creations in flight from tagged ENIs it does not
+	// know. It is not part of the request sent.
+	OnCreated func(eniID string) `json:"-"`
 }
 
 // CreateENI creates an ENI (Available), retrying retryable answers with
@@ -282,15 +289,15 @@ func (c *Client) DescribeENI(ctx context.Context, eniID string) (ENI, error) {
 // good.
 const notFoundGrace = 3
 
-// WaitENIStatus polls an ENI until it reaches status (wait_eni_status
-// policy).
-func (c *Client) WaitENIStatus(ctx context.Context, eniID, status string) (ENI, error) {
+// WaitENIStatus polls an ENI until it reaches status, or any one of
+// several statuses (wait_eni_status policy).
+func (c *Client) WaitENIStatus(ctx context.Context, eniID string, status ...string) (ENI, error) {
 	var out ENI
 	notFound := 0
 	err := c.backoff.Retry(ctx, backoff.WaitENIStatus, func(ctx context.Context) (bool, error) {
 		e, err := c.DescribeENI(ctx, eniID)
 		switch {
-		case err == nil && e.Status == status:
+		case err == nil && slices.Contains(status, e.Status):
 			out = e
 			return true, nil
 		case err == nil:
@@ -306,7 +313,7 @@ func (c *Client) WaitENIStatus(ctx context.Context, eniID, status string) (ENI, 
 		return false, backoff.Permanent(err)
 	})
 	if err != nil {
-		return ENI{}, fmt.Errorf("wait for %s to be %s: %w", eniID, status, err)
+		return ENI{}, fmt.Errorf("wait for %s to be %s: %w", eniID, strings.Join(status, " or "), err)
 	}
 	return out, nil
 }

@@ -36,19 +36,31 @@ type ReadyENI struct {
 	Meta ENIMeta
 }
 
+// RollbackTimeout bounds the rollback of a failed AllocateENI: waiting
+// out an attach whose outcome is unknown, detaching and deleting. It runs
+// even when the caller's context has ended.
+const RollbackTimeout = 5 * time.Minute
+
 // AllocateENI creates an ENI, attaches it, waits until ECS says InUse and
 // until this node's metadata shows its MAC and addresses. Any failure
 // rolls back (detach, delete) so that nothing is left behind, and the
-// returned error says what failed and whether the rollback did too.
+// returned error says what failed and whether the rollback did too. An
+// ENI whose rollback failed is tagged like every other: the pool's
+// periodic sync adopts or releases it.
 func (n *Node) AllocateENI(ctx context.Context, r CreateENIRequest) (ReadyENI, error) {
 	e, err := n.API.CreateENI(ctx, r)
 	if err != nil {
 		return ReadyENI{}, err
 	}
+	if r.OnCreated != nil {
+		r.OnCreated(e.ID)
+	}
 	ready, err := n.attachAndWait(ctx, e)
 	if err != nil {
-		if rerr := n.ReleaseENI(context.WithoutCancel(ctx), e.ID); rerr != nil {
-			return ReadyENI{}, fmt.Errorf("%w; rolling back %s also failed, it may leak until GC: %w", err, e.ID, rerr)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RollbackTimeout)
+		defer cancel()
+		if rerr := n.ReleaseENI(rctx, e.ID); rerr != nil {
+			return ReadyENI{}, fmt.Errorf("%w; rolling back %s also failed, the pool's sync will adopt or release it: %w", err, e.ID, rerr)
 		}
 		return ReadyENI{}, fmt.Errorf("%w (rolled back: %s deleted)", err, e.ID)
 	}
@@ -128,13 +140,32 @@ func (n *Node) WaitAddressesGone(ctx context.Context, mac string, ips []netip.Ad
 	})
 }
 
+// releaseRounds is how many times ReleaseENI waits out an ENI in a state
+// that cannot be detached (Attaching) and tries again.
+const releaseRounds = 3
+
 // ReleaseENI detaches an ENI from this node, waits until it is
 // Available and deletes it. It does not start with a Describe: right after
 // creation an ENI can be missing from Describe answers, and "not found"
-// must not be mistaken for "already gone".
+// must not be mistaken for "already gone". An ENI still Attaching (an
+// attach whose answer was lost, or that has not finished) cannot be
+// detached: ReleaseENI waits until the attach ends, InUse or Available,
+// and detaches then, within ctx.
 func (n *Node) ReleaseENI(ctx context.Context, eniID string) error {
-	if err := n.API.DetachENI(ctx, eniID, n.Instance.ID); err != nil {
-		return fmt.Errorf("release %s: %w", eniID, err)
+	for round := 1; ; round++ {
+		err := n.API.DetachENI(ctx, eniID, n.Instance.ID)
+		if err == nil {
+			break
+		}
+		if ErrorCode(err) != CodeInvalidENIState || round == releaseRounds {
+			return fmt.Errorf("release %s: %w", eniID, err)
+		}
+		if _, werr := n.API.WaitENIStatus(ctx, eniID, StatusInUse, StatusAvailable); werr != nil {
+			if IsNotFound(werr) {
+				return nil
+			}
+			return fmt.Errorf("release %s: %w; waiting for its attach to end: %w", eniID, err, werr)
+		}
 	}
 	if _, err := n.API.WaitENIStatus(ctx, eniID, StatusAvailable); err != nil && !IsNotFound(err) {
 		return fmt.Errorf("release %s: %w", eniID, err)
