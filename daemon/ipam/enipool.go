@@ -56,6 +56,11 @@ type ENIPool struct {
 	starved    bool
 	lastChange time.Time
 	seq        uint64
+	// pendingENIs are ENIs this pool's creations made and have not
+	// finished with; strays the unknown ENIs of ours being adopted or
+	// released (strays.go).
+	pendingENIs map[string]bool
+	strays      map[string]bool
 }
 
 type eniRes struct {
@@ -296,6 +301,7 @@ func (p *ENIPool) Run(ctx context.Context) {
 			return
 		case <-p.kickc:
 		case <-t.C():
+			p.sync(ctx)
 		}
 		p.plan(ctx)
 	}
@@ -368,10 +374,12 @@ func (p *ENIPool) create(ctx context.Context, key string) {
 	ctx, cancel := opContext(ctx)
 	defer cancel()
 	var r cloud.ReadyENI
+	var ids []string // the ENI this creation made, while it is in flight
 	v, err := p.vsw.Pick(ctx)
 	if err == nil {
 		req := cloud.CreateENIRequest{IntentKey: key, VSwitchID: v.ID, SecurityGroups: p.cfg.SecurityGroups, Tags: p.cfg.Tags,
-			Description: "interface create by terway", ResourceGroupID: p.cfg.ResourceGroupID}
+			Description: "interface create by terway", ResourceGroupID: p.cfg.ResourceGroupID,
+			OnCreated: func(id string) { p.mu.Lock(); notePending(&p.pendingENIs, &ids, id); p.mu.Unlock() }}
 		if p.cfg.DualStack {
 			req.IPv6 = 1
 		}
@@ -383,6 +391,7 @@ func (p *ENIPool) create(ctx context.Context, key string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.creating--
+	forgetPending(p.pendingENIs, ids)
 	now := p.clock.Now()
 	if err != nil {
 		p.failures++

@@ -192,6 +192,11 @@ type MultiIP struct {
 	orphanSeen  map[netip.Addr]int
 	// starved is set while the cloud answers that the vSwitch is dry.
 	starved bool
+	// pendingENIs are ENIs this pool's creations made and have not
+	// finished with; strays the unknown ENIs of ours being adopted or
+	// released (strays.go).
+	pendingENIs map[string]bool
+	strays      map[string]bool
 }
 
 type eniSlot struct {

@@ -117,10 +117,12 @@ func (p *MultiIP) startCreatesLocked(ctx context.Context, now time.Time, deficit
 func (p *MultiIP) create(ctx context.Context, k int, key string) {
 	ctx, cancel := opContext(ctx)
 	defer cancel()
-	r, err := p.allocateENI(ctx, k, key)
+	var ids []string // the ENIs this creation made, while it is in flight
+	r, err := p.allocateENI(ctx, k, key, func(id string) { p.mu.Lock(); notePending(&p.pendingENIs, &ids, id); p.mu.Unlock() })
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.creating--
+	forgetPending(p.pendingENIs, ids)
 	p.inflight -= k
 	now := p.clock.Now()
 	if err != nil {
@@ -148,7 +150,8 @@ func (p *MultiIP) create(ctx context.Context, k int, key string) {
 
 // allocateENI picks a vSwitch and creates, attaches and waits for an ENI
 // with k addresses; a dry vSwitch is blocked and the next one tried.
-func (p *MultiIP) allocateENI(ctx context.Context, k int, key string) (cloud.ReadyENI, error) {
+// created is told the ID of every ENI made (cloud.CreateENIRequest.OnCreated).
+func (p *MultiIP) allocateENI(ctx context.Context, k int, key string, created func(string)) (cloud.ReadyENI, error) {
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		v, err := p.vsw.Pick(ctx)
@@ -160,7 +163,7 @@ func (p *MultiIP) allocateENI(ctx context.Context, k int, key string) (cloud.Rea
 		}
 		req := cloud.CreateENIRequest{IntentKey: fmt.Sprintf("%s/%d", key, attempt), VSwitchID: v.ID,
 			SecurityGroups: p.cfg.SecurityGroups, SecondaryIPv4: k - 1, Tags: p.cfg.Tags,
-			Description: "interface create by terway", ResourceGroupID: p.cfg.ResourceGroupID}
+			Description: "interface create by terway", ResourceGroupID: p.cfg.ResourceGroupID, OnCreated: created}
 		if p.cfg.DualStack {
 			req.IPv6 = k
 		}

@@ -144,7 +144,10 @@ func (p *MultiIP) sweep(ctx context.Context) ([]string, error) {
 	}
 	p.mu.Lock()
 	busy = p.creating > 0 || p.createGen != gen
-	orphans = slices.DeleteFunc(orphans, func(e cloud.ENI) bool { return p.enis[e.ID] != nil })
+	// Trunk and Member ENIs are never ours to delete, whatever their tags.
+	orphans = slices.DeleteFunc(orphans, func(e cloud.ENI) bool {
+		return p.enis[e.ID] != nil || e.Type != "Secondary" || !hasTags(e, p.cfg.Tags)
+	})
 	p.mu.Unlock()
 	if busy {
 		return nil, nil
@@ -180,7 +183,10 @@ func (p *MultiIP) findLocked(eniID string, v4 netip.Addr) *ipSlot {
 // vanished are dropped (a warning for those in use), and addresses that
 // metadata and the cloud show on our ENIs but the pool does not know are
 // adopted as idle once seen twice. ENIs whose release failed are retried.
+// ENIs of ours attached to the node that the pool does not know are
+// adopted or released (strays.go).
 func (p *MultiIP) sync(ctx context.Context) {
+	p.syncStrays(ctx)
 	macs, err := p.node.Metadata.MACs(ctx)
 	if err != nil {
 		p.log.Warn("pool sync: metadata", "err", err)

@@ -1,0 +1,341 @@
+package ipam
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/terway-sim/terway/daemon/cloud"
+)
+
+// Strays are ENIs of ours — plain secondary ENIs carrying every one of the
+// pool's ownership tags — that are attached or attaching to this
+// instance while the pool does not know them: left by a creation whose
+// rollback failed (an attach whose answer was lost and whose detach met
+// an ENI still Attaching), or by anything else that lost track. The
+// periodic sync finds them, not only Restore: each is waited for in the
+// background until InUse, then adopted (its addresses idle, once metadata
+// shows them) when the pool has room for it and use for it, else
+// detached and deleted.
+//
+// ENIs of another type (Trunk, Member, the primary) and ENIs whose tags
+// name another owner (creator, cluster or instance) are never touched.
+//
+// A pool's own creation is tagged and attaching before the pool knows the
+// ENI: creations report their ENI's ID as soon as it exists (OnCreated)
+// and the sync leaves those alone, as it leaves ENIs the pool knew before
+// its Describe (an ENI released meanwhile is not a stray).
+
+// ownedBy reports whether e is a plain secondary ENI on instanceID that
+// carries every one of tags with the same value. Empty tags own nothing.
+func ownedBy(e cloud.ENI, instanceID string, tags map[string]string) bool {
+	return len(tags) > 0 && e.Type == "Secondary" && e.InstanceID == instanceID && hasTags(e, tags)
+}
+
+// strayCandidates lists our ENIs attached or attaching to this instance
+// (Detaching ones become Available, where the orphan sweep finds them).
+func strayCandidates(ctx context.Context, node *cloud.Node, tags map[string]string) ([]cloud.ENI, error) {
+	enis, err := node.API.DescribeENIs(ctx, cloud.ENIFilter{InstanceID: node.Instance.ID, Tags: tags})
+	if err != nil {
+		return nil, fmt.Errorf("look for unknown ENIs of ours: %w", err)
+	}
+	var out []cloud.ENI
+	for _, e := range enis {
+		if ownedBy(e, node.Instance.ID, tags) && (e.Status == cloud.StatusInUse || e.Status == cloud.StatusAttaching) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// settleStray waits until a stray that is Attaching has finished: it
+// returns the ENI InUse, or ok false when the attach failed (the ENI is
+// Available and deleted here) or could not be waited for (next sync).
+func settleStray(ctx context.Context, node *cloud.Node, e cloud.ENI) (cloud.ENI, bool, error) {
+	if e.Status != cloud.StatusAttaching {
+		return e, true, nil
+	}
+	got, err := node.API.WaitENIStatus(ctx, e.ID, cloud.StatusInUse, cloud.StatusAvailable)
+	switch {
+	case cloud.IsNotFound(err):
+		return e, false, nil
+	case err != nil:
+		return e, false, err
+	case got.Status == cloud.StatusAvailable:
+		if err := node.API.DeleteENI(ctx, e.ID); err != nil {
+			return e, false, err
+		}
+		return e, false, nil
+	}
+	return got, true, nil
+}
+
+// notePending records an ENI a creation made (its OnCreated hook) in the
+// pool's pending set and in the creation's own list; forgetPending drops
+// that list when the creation ends. The pool's mutex guards both.
+func notePending(pending *map[string]bool, ids *[]string, id string) {
+	if *pending == nil {
+		*pending = map[string]bool{}
+	}
+	(*pending)[id] = true
+	*ids = append(*ids, id)
+}
+
+func forgetPending(pending map[string]bool, ids []string) {
+	for _, id := range ids {
+		delete(pending, id)
+	}
+}
+
+// --- MultiIP ---
+
+// syncStrays starts adopting or releasing the strays the cloud shows.
+func (p *MultiIP) syncStrays(ctx context.Context) {
+	if len(p.cfg.Tags) == 0 {
+		return
+	}
+	p.mu.Lock()
+	before := p.knownIDsLocked()
+	p.mu.Unlock()
+	enis, err := strayCandidates(ctx, p.node, p.cfg.Tags)
+	if err != nil {
+		p.log.Warn("pool sync", "err", err)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, e := range enis {
+		if before[e.ID] || p.enis[e.ID] != nil || p.pendingENIs[e.ID] || p.strays[e.ID] {
+			continue
+		}
+		if p.strays == nil {
+			p.strays = map[string]bool{}
+		}
+		p.strays[e.ID] = true
+		p.log.Warn("found an ENI of ours attached to this node that the pool does not know", "eni", e.ID, "status", e.Status)
+		go p.takeStray(ctx, e)
+	}
+}
+
+func (p *MultiIP) knownIDsLocked() map[string]bool {
+	out := make(map[string]bool, len(p.enis)+len(p.pendingENIs))
+	for id := range p.enis {
+		out[id] = true
+	}
+	for id := range p.pendingENIs {
+		out[id] = true
+	}
+	return out
+}
+
+// strayWantedLocked: a stray with n addresses is adopted when the pool
+// has a free ENI slot and room for its addresses, and either demand waits
+// or its addresses keep idle within MaxIdle.
+func (p *MultiIP) strayWantedLocked(n int) bool {
+	if len(p.enis)+p.creating >= p.cfg.MaxENI || p.heldLocked()+p.inflight+n > p.cfg.Capacity {
+		return false
+	}
+	waiting := 0
+	for _, w := range p.waiters {
+		if !w.done {
+			waiting++
+		}
+	}
+	return waiting > p.inflight || p.idleLocked(p.clock.Now())+n <= p.cfg.MaxIdle
+}
+
+// strayContext bounds the background work on one stray; it ends with the
+// pool (a restarted daemon's Restore takes over).
+func strayContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, 5*time.Minute)
+}
+
+func (p *MultiIP) takeStray(ctx context.Context, e cloud.ENI) {
+	ctx, cancel := strayContext(ctx)
+	defer cancel()
+	defer func() {
+		p.mu.Lock()
+		delete(p.strays, e.ID)
+		p.mu.Unlock()
+	}()
+	e, ok, err := settleStray(ctx, p.node, e)
+	if err != nil {
+		p.log.Warn("unknown ENI of ours: waiting for its attach to end failed; next sync retries", "eni", e.ID, "err", err)
+		return
+	}
+	if !ok {
+		return
+	}
+	assigned := append([]netip.Addr{e.PrimaryIP}, e.IPv4...)
+	p.mu.Lock()
+	wanted := p.strayWantedLocked(len(assigned))
+	p.mu.Unlock()
+	if wanted {
+		m, err := p.node.WaitMetadata(ctx, e.MAC, assigned, e.IPv6)
+		if err != nil {
+			p.log.Warn("unknown ENI of ours is InUse but metadata does not show it; next sync retries", "eni", e.ID, "err", err)
+			return
+		}
+		m.IPv4, m.IPv6 = assigned, e.IPv6
+		p.mu.Lock()
+		if p.enis[e.ID] == nil && p.strayWantedLocked(len(assigned)) {
+			p.addENILocked(m, e.IPv6)
+			p.lastChange = p.clock.Now()
+			p.mu.Unlock()
+			p.log.Warn("adopted an unknown ENI of ours", "eni", e.ID, "addresses", len(assigned))
+			p.kick()
+			return
+		}
+		p.mu.Unlock()
+	}
+	if err := p.node.ReleaseENI(ctx, e.ID); err != nil {
+		p.events.Warn("DisposeResourceFailed", fmt.Sprintf("release unknown ENI %s: %v", e.ID, err))
+		return
+	}
+	p.vsw.Released(e.VSwitchID)
+	p.log.Warn("released an unknown ENI of ours the pool has no use for", "eni", e.ID)
+	p.kick()
+}
+
+// --- ENIPool ---
+
+// sync is the ENI pool's periodic reconciliation with the cloud: strays
+// are adopted or released, and our Available ENIs (a rollback that
+// detached but did not delete) are deleted.
+func (p *ENIPool) sync(ctx context.Context) {
+	if len(p.cfg.Tags) == 0 {
+		return
+	}
+	p.mu.Lock()
+	before := p.knownIDsLocked()
+	busy := p.creating > 0
+	p.mu.Unlock()
+	enis, err := strayCandidates(ctx, p.node, p.cfg.Tags)
+	if err != nil {
+		p.log.Warn("pool sync", "err", err)
+		return
+	}
+	p.mu.Lock()
+	for _, e := range enis {
+		if before[e.ID] || p.enis[e.ID] != nil || p.pendingENIs[e.ID] || p.strays[e.ID] {
+			continue
+		}
+		if p.strays == nil {
+			p.strays = map[string]bool{}
+		}
+		p.strays[e.ID] = true
+		p.log.Warn("found an ENI of ours attached to this node that the pool does not know", "eni", e.ID, "status", e.Status)
+		go p.takeStray(ctx, e)
+	}
+	p.mu.Unlock()
+	// An ENI being created is Available and tagged until it is attached:
+	// sweep only when no creation was in flight around the Describe.
+	if busy {
+		return
+	}
+	orphans, err := p.node.API.DescribeENIs(ctx, cloud.ENIFilter{Tags: p.cfg.Tags, Status: cloud.StatusAvailable})
+	if err != nil {
+		p.log.Warn("pool sync: sweep orphan ENIs", "err", err)
+		return
+	}
+	p.mu.Lock()
+	busy = p.creating > 0
+	var del []cloud.ENI
+	for _, e := range orphans {
+		if e.Type == "Secondary" && p.enis[e.ID] == nil && !p.pendingENIs[e.ID] && !p.strays[e.ID] && hasTags(e, p.cfg.Tags) {
+			del = append(del, e)
+		}
+	}
+	p.mu.Unlock()
+	if busy {
+		return
+	}
+	for _, e := range del {
+		if err := p.node.API.DeleteENI(ctx, e.ID); err != nil {
+			p.log.Warn("pool sync: delete orphan ENI", "eni", e.ID, "err", err)
+			continue
+		}
+		p.log.Info("deleted an orphan ENI of this node", "eni", e.ID)
+	}
+}
+
+func hasTags(e cloud.ENI, tags map[string]string) bool {
+	for k, v := range tags {
+		if got, ok := e.Tags[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *ENIPool) knownIDsLocked() map[string]bool {
+	out := make(map[string]bool, len(p.enis)+len(p.pendingENIs))
+	for id := range p.enis {
+		out[id] = true
+	}
+	for id := range p.pendingENIs {
+		out[id] = true
+	}
+	return out
+}
+
+// strayWantedLocked: a stray is adopted when a slot is free and a waiter
+// needs it or idle ENIs stay within MaxIdle.
+func (p *ENIPool) strayWantedLocked() bool {
+	if len(p.enis)+p.creating >= p.cfg.MaxENI {
+		return false
+	}
+	waiting := 0
+	for _, w := range p.waiters {
+		if !w.done {
+			waiting++
+		}
+	}
+	return waiting > p.creating || p.idleLocked(p.clock.Now()) < p.cfg.MaxIdle
+}
+
+func (p *ENIPool) takeStray(ctx context.Context, e cloud.ENI) {
+	ctx, cancel := strayContext(ctx)
+	defer cancel()
+	defer func() {
+		p.mu.Lock()
+		delete(p.strays, e.ID)
+		p.mu.Unlock()
+	}()
+	e, ok, err := settleStray(ctx, p.node, e)
+	if err != nil {
+		p.log.Warn("unknown ENI of ours: waiting for its attach to end failed; next sync retries", "eni", e.ID, "err", err)
+		return
+	}
+	if !ok {
+		return
+	}
+	p.mu.Lock()
+	wanted := p.strayWantedLocked()
+	p.mu.Unlock()
+	if wanted {
+		m, err := p.node.WaitMetadata(ctx, e.MAC, []netip.Addr{e.PrimaryIP}, e.IPv6)
+		if err != nil {
+			p.log.Warn("unknown ENI of ours is InUse but metadata does not show it; next sync retries", "eni", e.ID, "err", err)
+			return
+		}
+		p.mu.Lock()
+		if p.enis[e.ID] == nil && p.strayWantedLocked() {
+			p.enis[e.ID] = &eniRes{ip: ipFromMeta(m, e.IPv6)}
+			p.lastChange = p.clock.Now()
+			p.mu.Unlock()
+			p.log.Warn("adopted an unknown ENI of ours", "eni", e.ID)
+			p.kick()
+			return
+		}
+		p.mu.Unlock()
+	}
+	if err := p.node.ReleaseENI(ctx, e.ID); err != nil {
+		p.events.Warn("DisposeResourceFailed", fmt.Sprintf("release unknown ENI %s: %v", e.ID, err))
+		return
+	}
+	p.vsw.Released(e.VSwitchID)
+	p.log.Warn("released an unknown ENI of ours the pool has no use for", "eni", e.ID)
+	p.kick()
+}
