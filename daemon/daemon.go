@@ -101,6 +101,9 @@ type Daemon struct {
 
 	capacity int
 	sticky   time.Duration
+	// podIPs writes the pod-ips annotation (enable_patch_pod_ips; nil when
+	// off); set in Serve before calls are taken.
+	podIPs *podIPsWriter
 
 	mu      sync.Mutex
 	pending map[string]bool // pods with an RPC in progress
@@ -396,6 +399,11 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	}
 	go func() { defer d.wg.Done(); d.gcLoop(ctx) }()
 	go func() { defer d.wg.Done(); d.publishLoop(ctx) }()
+	if d.cfg.EnablePatchPodIPs {
+		d.podIPs = newPodIPsWriter(d.kube, d.backoffSet().Get(backoff.KubernetesAPIRetry), d.clock, d.log)
+		d.wg.Add(1)
+		go func() { defer d.wg.Done(); d.podIPs.run(ctx) }()
+	}
 	d.initialised.Store(true)
 	close(d.ready)
 	d.log.Info("serving", "socket", d.cfg.SocketPath, "mode", d.mode, "capacity", d.capacity)

@@ -28,5 +28,14 @@
 // (gc_period: store ↔ pods ↔ pool ↔ cloud, orphan sweep, host cleanup),
 // the periodic check (Options.CheckPeriod: the three-way mapping and CNI
 // CHECK, ResourceInvalid events) and publishing capacity (node
-// annotation, SufficientIP condition).
+// annotation, SufficientIP condition). With enable_patch_pod_ips, workers
+// of a queue keyed by pod also write each pod's addresses into its
+// annotation k8s.aliyun.com/pod-ips after AllocIP has answered (never on
+// the reply path; retried; read back when the daemon restores).
+//
+// What the daemon refuses: a socket_path holding anything but a stale
+// socket (a file, a directory, a symlink: not ours to delete), and an
+// AllocIP whose container ID is empty or not CNI's form (a letter or
+// digit, then letters, digits, '_', '.', '-'; at most MaxContainerIDLen
+// bytes) — InvalidArgument, nothing stored.
 package daemon

@@ -167,6 +167,7 @@ func (b *backend) AllocIP(ctx context.Context, r *rpc.AllocIPRequest) (*rpc.Allo
 	}
 	d.kube.PodEvent(pod.Namespace, pod.Name, pod.UID, k8s.Normal, "AllocIPSucceed",
 		fmt.Sprintf("Alloc IP %s took %v", g.ip.IPv4, d.clock.Since(start).Round(time.Millisecond)))
+	d.podIPs.enqueue(pod, k8s.PodIPsValue(g.ip.IPv4, g.ip.IPv6)) // written later, off the reply path
 	return reply, nil
 }
 

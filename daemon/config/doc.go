@@ -138,7 +138,13 @@
 //     default (5 and 10). A QPS without a burst gets a burst of max(10,
 //     QPS). The config itself (the node's terway-config label and
 //     ConfigMap) is read before, with the defaults.
-//   - enable_patch_pod_ips (bool, true): write annotation k8s.aliyun.com/pod-ips.
+//   - enable_patch_pod_ips (bool, true): write annotation
+//     k8s.aliyun.com/pod-ips, the pod's addresses ("192.168.0.7" or
+//     "192.168.0.7,fd00::7"), after AllocIP has answered: a queue keyed by
+//     pod, the latest value wins, a pod that already has it is not patched,
+//     failures are retried with backoff_override "kubernetes" (200ms × 2
+//     per retry up to 3.2s, jitter 0.2) until the pod is gone; the
+//     reply never waits for it. Needs RBAC patch on pods.
 //   - disable_device_plugin (bool, false): do not register the aliyun/eni
 //     device plugin (ENIOnly).
 //

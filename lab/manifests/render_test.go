@@ -197,6 +197,7 @@ func checkRBAC(t *testing.T, r *rendered) {
 	}
 	wantCluster := []rbacv1.PolicyRule{
 		core("pods", "get", "list", "watch"),
+		core("pods", "patch"),
 		core("nodes", "get", "patch"),
 		core("nodes/status", "patch"),
 		core("events", "create", "patch"),
