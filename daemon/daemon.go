@@ -120,9 +120,13 @@ type Daemon struct {
 	// Unavailable, so the runtime sees why the node is not ready.
 	initialised atomic.Bool
 	phase       atomic.Pointer[string]
-	cancel      context.CancelFunc
-	wg          sync.WaitGroup
-	ready       chan struct{}
+	// apiRead turns true once the API server's pods have been read: until
+	// then GC releases nothing, since only the node's local sources say
+	// what is held (see restore).
+	apiRead atomic.Bool
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	ready   chan struct{}
 }
 
 // New prepares a daemon: it takes the node lock, starts answering on the
@@ -195,8 +199,16 @@ func (d *Daemon) init(ctx context.Context) error {
 		return err
 	}
 	d.setPhase("starting the Kubernetes client")
-	if err := d.kube.Start(ctx); err != nil {
+	sctx, cancel := context.WithTimeout(ctx, d.cfg.KubeSyncTimeout.Duration)
+	err = d.kube.Start(sctx)
+	cancel()
+	if err != nil && ctx.Err() != nil {
 		return err
+	}
+	if err != nil {
+		// Serve from the local sources; nothing they show as held is
+		// released or reused until the informer syncs.
+		d.log.Warn("the API server could not be read; restoring from the node's local sources", "err", err)
 	}
 	d.setPhase("reading the instance and its limits from the cloud")
 	if err := d.initCloud(ctx); err != nil {
@@ -397,7 +409,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 			}
 		}()
 	}
-	go func() { defer d.wg.Done(); d.gcLoop(ctx) }()
+	go func() { defer d.wg.Done(); d.waitForAPI(ctx); d.gcLoop(ctx) }()
 	go func() { defer d.wg.Done(); d.publishLoop(ctx) }()
 	if d.cfg.EnablePatchPodIPs {
 		d.podIPs = newPodIPsWriter(d.kube, d.backoffSet().Get(backoff.KubernetesAPIRetry), d.clock, d.log)

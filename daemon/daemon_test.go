@@ -22,6 +22,7 @@ import (
 	"github.com/terway-sim/terway/daemon/config"
 	"github.com/terway-sim/terway/daemon/rpc"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/plugintest"
 )
 
 const (
@@ -39,6 +40,7 @@ func TestMain(m *testing.M) {
 		os.Unsetenv(k)
 	}
 	os.Setenv("NO_PROXY", "127.0.0.1,localhost")
+	plugintest.QuietKlog() // the informer's retries while a test's API server is "down"
 	os.Exit(m.Run())
 }
 

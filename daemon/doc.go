@@ -33,6 +33,16 @@
 // annotation k8s.aliyun.com/pod-ips after AllocIP has answered (never on
 // the reply path; retried; read back when the daemon restores).
 //
+// Before it serves, the daemon restores what every pod holds (restore.go)
+// from the cloud and the store and from the node's truth, which survives
+// the store: the API server's pods, the plugin's attachment records and
+// the host's per-pod routes. An address any source shows configured in a
+// running pod stays held (a live pod's word beats the store; an address
+// no pod can be named for is held under a placeholder until no source
+// shows it), so a lost, empty, older or foreign store never makes the
+// daemon hand an address to a second pod or return it to the cloud. GC
+// releases nothing until the API server has been read.
+//
 // What the daemon refuses: a socket_path holding anything but a stale
 // socket (a file, a directory, a symlink: not ours to delete), and an
 // AllocIP whose container ID is empty or not CNI's form (a letter or

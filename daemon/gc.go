@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,37 +14,6 @@ import (
 	"github.com/terway-sim/terway/daemon/k8s"
 	"github.com/terway-sim/terway/daemon/store"
 )
-
-// restore rebuilds the pool from the cloud, metadata and the store at
-// start. Intents left by a daemon that was killed are dropped afterwards:
-// the orphan sweep removed ENIs it created and the adoption of attached
-// addresses took in what it assigned.
-func (d *Daemon) restore(ctx context.Context) error {
-	atts, err := d.store.List()
-	if err != nil {
-		return err
-	}
-	rep, err := d.mgr.restore(ctx, atts)
-	if err != nil {
-		return err
-	}
-	for _, b := range rep.Broken {
-		msg := fmt.Sprintf("pod %s held %s on %s, which is no longer attached to this node", b.Owner, b.IPv4, b.ENIID)
-		d.log.Warn(msg)
-		d.kube.NodeEvent(k8s.Warning, "ResourceInvalid", msg)
-	}
-	intents, err := d.store.ListIntents()
-	if err != nil {
-		return err
-	}
-	for _, in := range intents {
-		if err := d.store.DeleteIntent(in.Key); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-	}
-	d.log.Info("restored", "enis", rep.ENIs, "addresses", rep.Addresses, "broken", len(rep.Broken), "orphansDeleted", len(rep.Swept), "intentsDropped", len(intents))
-	return nil
-}
 
 // gcLoop reconciles every gc_period.
 func (d *Daemon) gcLoop(ctx context.Context) {
@@ -66,6 +36,9 @@ func (d *Daemon) gcLoop(ctx context.Context) {
 // stick time — and pool holdings no record explains are released. It
 // also sweeps our own orphan ENIs.
 func (d *Daemon) GC(ctx context.Context) error {
+	if !d.apiRead.Load() {
+		return errors.New("gc: the API server has not been read yet; nothing is released until it has")
+	}
 	pods, err := d.kube.Pods()
 	if err != nil {
 		return err
@@ -84,6 +57,7 @@ func (d *Daemon) GC(ctx context.Context) error {
 	now := d.clock.Now()
 	known := map[string]bool{}
 	var errs []error
+	var held map[netip.Addr]bool
 	for _, a := range atts {
 		key := a.Key()
 		known[key] = true
@@ -97,7 +71,10 @@ func (d *Daemon) GC(ctx context.Context) error {
 		} else if ok && p.Alive() {
 			continue
 		}
-		if err := d.gcAttachment(a, now); err != nil {
+		if held == nil {
+			held = d.stillHeld(live)
+		}
+		if err := d.gcAttachment(a, now, held); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -105,6 +82,17 @@ func (d *Daemon) GC(ctx context.Context) error {
 		d.mu.Lock()
 		busy := d.pending[owner]
 		d.mu.Unlock()
+		if isHeldOwner(owner) {
+			if held == nil {
+				held = d.stillHeld(live)
+			}
+			if ip, err := netip.ParseAddr(strings.TrimPrefix(owner, heldPrefix)); err == nil && !held[ip] {
+				d.log.Info("gc: releasing an address no source shows as held any more", "ip", ip)
+				d.cleanHost(store.Attachment{PodName: owner, Resources: []store.Resource{{IPv4: ip.String()}}})
+				d.mgr.release(owner, time.Time{})
+			}
+			continue
+		}
 		if !known[owner] && !busy {
 			d.log.Warn("releasing an address no record explains", "owner", owner)
 			d.mgr.release(owner, time.Time{})
@@ -116,12 +104,15 @@ func (d *Daemon) GC(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (d *Daemon) gcAttachment(a store.Attachment, now time.Time) error {
+func (d *Daemon) gcAttachment(a store.Attachment, now time.Time, held map[netip.Addr]bool) error {
 	d.mu.Lock()
 	busy := d.pending[a.Key()]
 	d.mu.Unlock()
 	if busy {
 		return nil // an RPC is working on it; next round
+	}
+	if ip, ok := heldElsewhere(a, held); ok {
+		return d.keepHeld(a, ip)
 	}
 	switch {
 	case a.StickyUntil.IsZero() && d.isSticky(a):
@@ -137,6 +128,40 @@ func (d *Daemon) gcAttachment(a store.Attachment, now time.Time) error {
 		d.cleanHost(a) // a sticky record's host side went when it was reserved
 	}
 	return d.releaseAttachment(a, false)
+}
+
+// heldElsewhere reports the address of a gone pod's record that the
+// node's truth still shows configured: a live pod's, or a sandbox's whose
+// host route is alive.
+func heldElsewhere(a store.Attachment, held map[netip.Addr]bool) (netip.Addr, bool) {
+	for _, r := range a.Resources {
+		if ip, err := netip.ParseAddr(r.IPv4); err == nil && held[ip] {
+			return ip, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// keepHeld drops the record of a gone pod whose address is still
+// configured, keeping the address held under a placeholder owner until no
+// source shows it any more; its host routes are left alone, since they
+// may be a running pod's.
+func (d *Daemon) keepHeld(a store.Attachment, ip netip.Addr) error {
+	if !d.mgr.reassign(a.Key(), heldOwner(ip)) {
+		if _, ok := d.mgr.holds(heldOwner(ip)); !ok {
+			return fmt.Errorf("gc: keep %s of %s held: the pool does not hold it for %s", ip, a.Key(), a.Key())
+		}
+	}
+	d.log.Warn("gc: a gone pod's record names an address the node still shows configured; keeping it held", "pod", a.Key(), "ip", ip)
+	return d.store.Update(func(tx *store.Tx) error {
+		if err := tx.Delete(a.PodNamespace, a.PodName); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if err := tx.DeletePod(a.PodNamespace, a.PodName); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		return nil
+	})
 }
 
 // cleanHost removes the host rules and routes a pod's datapath left for

@@ -95,6 +95,9 @@ func (d *Daemon) Mapping(ctx context.Context) ([]*rpc.PodResourceMapping, error)
 		switch {
 		case a.Owner != "" && inStore[a.Owner]:
 			continue // reported with its pod
+		case isHeldOwner(a.Owner):
+			m.Type, m.Reason = rpc.ResourceMappingType_MappingTypeNormal,
+				"held for a pod no record names (a host route or a restored claim shows it configured); released once nothing does"
 		case a.Owner != "":
 			m.Type, m.Reason = rpc.ResourceMappingType_MappingTypeError, "the pool holds an address for a pod the store does not know"
 		case !v.onENI(a.IP):

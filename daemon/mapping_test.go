@@ -62,11 +62,62 @@ func newHostNS(t *testing.T) *hostNS {
 }
 
 // podRoutes adds what a PolicyRoute datapath leaves on the host for ip.
-func (h *hostNS) podRoutes(ip string) {
+func (h *hostNS) podRoutes(ip string) { h.podRoutesVia(ip, h.link) }
+
+// podVeth gives a pod its own host veth end, as a sandbox has; deleting
+// it (removeLink) is what the sandbox's end does to the host side.
+func (h *hostNS) podVeth(name string) netlink.Link {
+	h.t.Helper()
+	var l netlink.Link
+	err := h.ns.Do(func(ns.NetNS) error {
+		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p"}); err != nil {
+			return err
+		}
+		var err error
+		if l, err = netlink.LinkByName(name); err != nil {
+			return err
+		}
+		return netlink.LinkSetUp(l)
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return l
+}
+
+func (h *hostNS) removeLink(l netlink.Link) {
+	h.t.Helper()
+	if err := h.ns.Do(func(ns.NetNS) error { return netlink.LinkDel(l) }); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// hasRule reports whether a pod rule (priority 512 or 2048) names ip.
+func (h *hostNS) hasRule(ip string) bool {
+	h.t.Helper()
+	found := false
+	err := h.ns.Do(func(ns.NetNS) error {
+		rules, err := netlink.RuleList(netlink.FAMILY_V4)
+		for _, r := range rules {
+			for _, n := range []*net.IPNet{r.Src, r.Dst} {
+				if n != nil && n.IP.Equal(net.ParseIP(ip)) && (r.Priority == 512 || r.Priority == 2048) {
+					found = true
+				}
+			}
+		}
+		return err
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return found
+}
+
+func (h *hostNS) podRoutesVia(ip string, link netlink.Link) {
 	h.t.Helper()
 	dst := &net.IPNet{IP: net.ParseIP(ip).To4(), Mask: net.CIDRMask(32, 32)}
 	err := h.ns.Do(func(ns.NetNS) error {
-		if err := netlink.RouteAdd(&netlink.Route{LinkIndex: h.link.Attrs().Index, Dst: dst, Scope: netlink.SCOPE_LINK}); err != nil {
+		if err := netlink.RouteAdd(&netlink.Route{LinkIndex: link.Attrs().Index, Dst: dst, Scope: netlink.SCOPE_LINK}); err != nil {
 			return err
 		}
 		to := netlink.NewRule()
@@ -127,13 +178,15 @@ func TestMappingAndHostCleanup(t *testing.T) {
 	}
 	d, c, _ := l.daemon(func(o *Options) { o.HostNetNS = host.ns.Path() })
 	ips := map[string]string{}
+	veths := map[string]netlink.Link{}
 	for _, n := range []string{"a", "b", "c"} {
 		r, err := alloc(t, c, "m", n, "c-"+n)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ips[n] = podIP(r)
-		host.podRoutes(podIP(r))
+		veths[n] = host.podVeth("tdp" + n)
+		host.podRoutesVia(podIP(r), veths[n])
 	}
 	host.podRoutes("192.168.0.200") // a leftover nobody holds
 	m := mappingByPod(t, d)
@@ -154,9 +207,10 @@ func TestMappingAndHostCleanup(t *testing.T) {
 	if idle != d.mgr.stats().Idle || !leftover {
 		t.Fatalf("idle entries %d (pool %d), host leftover reported %v: %v", idle, d.mgr.stats().Idle, leftover, m)
 	}
-	// b goes without a DEL; c's address vanishes from its ENI behind the
-	// daemon's back.
+	// b goes without a DEL (its sandbox's veth goes, its rules stay); c's
+	// address vanishes from its ENI behind the daemon's back.
 	l.deletePod("m", "b")
+	host.removeLink(veths["b"])
 	held, _ := d.mgr.holds("m/c")
 	if err := d.node.API.UnassignIPv4(ctxT(t), held.ip.ENIID, []netip.Addr{held.ip.IPv4}); err != nil {
 		t.Fatal(err)
@@ -169,8 +223,8 @@ func TestMappingAndHostCleanup(t *testing.T) {
 	if err := d.GC(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	if host.has(ips["b"]) || !host.has(ips["a"]) {
-		t.Fatalf("after GC: b's route kept %v, a's route kept %v", host.has(ips["b"]), host.has(ips["a"]))
+	if host.hasRule(ips["b"]) || !host.has(ips["a"]) || !host.hasRule(ips["a"]) {
+		t.Fatalf("after GC: b's rules kept %v, a's route kept %v", host.hasRule(ips["b"]), host.has(ips["a"]))
 	}
 	if _, ok := mappingByPod(t, d)["m/b"]; ok {
 		t.Fatal("GC kept b's record")

@@ -40,9 +40,15 @@ type manager interface {
 	// release frees key's resource, keeping it reserved until until.
 	release(key string, until time.Time)
 	holds(key string) (grant, bool)
+	// reassign moves what from holds to to, in use, in one step.
+	reassign(from, to string) bool
 	owners() []string
-	// restore rebuilds state from the cloud and the store's records.
-	restore(ctx context.Context, atts []store.Attachment) (ipam.RestoreReport, error)
+	// restore rebuilds state from the cloud, then marks what holdings
+	// say is held.
+	restore(ctx context.Context, holdings []ipam.Holding) (ipam.RestoreReport, error)
+	// storeHoldings turns store records into holdings of this mode's
+	// resources.
+	storeHoldings(atts []store.Attachment) []ipam.Holding
 	run(ctx context.Context)
 	stats() ipam.Stats
 	starved() bool
@@ -85,9 +91,13 @@ func (m multiIPManager) holds(key string) (grant, bool) {
 	ip, ok := m.pool.Holds(key)
 	return m.grant(ip), ok
 }
-func (m multiIPManager) owners() []string { return m.pool.Owners() }
-func (m multiIPManager) restore(ctx context.Context, atts []store.Attachment) (ipam.RestoreReport, error) {
-	return m.pool.Restore(ctx, holdings(atts, store.ResourceENIIP))
+func (m multiIPManager) owners() []string              { return m.pool.Owners() }
+func (m multiIPManager) reassign(from, to string) bool { return m.pool.Reassign(from, to) }
+func (m multiIPManager) restore(ctx context.Context, hs []ipam.Holding) (ipam.RestoreReport, error) {
+	return m.pool.Restore(ctx, hs)
+}
+func (m multiIPManager) storeHoldings(atts []store.Attachment) []ipam.Holding {
+	return holdings(atts, store.ResourceENIIP)
 }
 func (m multiIPManager) run(ctx context.Context)   { m.pool.Run(ctx) }
 func (m multiIPManager) stats() ipam.Stats         { return m.pool.Stats() }
@@ -115,9 +125,13 @@ func (m eniManager) holds(key string) (grant, bool) {
 	ip, ok := m.pool.Holds(key)
 	return eniGrant(ip), ok
 }
-func (m eniManager) owners() []string { return m.pool.Owners() }
-func (m eniManager) restore(ctx context.Context, atts []store.Attachment) (ipam.RestoreReport, error) {
-	return m.pool.Restore(ctx, holdings(atts, store.ResourceENI))
+func (m eniManager) owners() []string              { return m.pool.Owners() }
+func (m eniManager) reassign(from, to string) bool { return m.pool.Reassign(from, to) }
+func (m eniManager) restore(ctx context.Context, hs []ipam.Holding) (ipam.RestoreReport, error) {
+	return m.pool.Restore(ctx, hs)
+}
+func (m eniManager) storeHoldings(atts []store.Attachment) []ipam.Holding {
+	return holdings(atts, store.ResourceENI)
 }
 func (m eniManager) run(ctx context.Context)         { m.pool.Run(ctx) }
 func (m eniManager) stats() ipam.Stats               { return m.pool.Stats() }
@@ -173,6 +187,10 @@ func (m vpcManager) holds(key string) (grant, bool) {
 	return grant{}, false
 }
 
+func (m vpcManager) reassign(from, to string) bool {
+	return m.cidr.Reassign(from, to) || (m.enis != nil && m.enis.Reassign(from, to))
+}
+
 func (m vpcManager) owners() []string {
 	out := m.cidr.Owners()
 	if m.enis != nil {
@@ -181,10 +199,31 @@ func (m vpcManager) owners() []string {
 	return out
 }
 
-func (m vpcManager) restore(ctx context.Context, atts []store.Attachment) (ipam.RestoreReport, error) {
-	rep := ipam.RestoreReport{Broken: m.cidr.Restore(holdings(atts, store.ResourceVPCIP))}
+func (m vpcManager) storeHoldings(atts []store.Attachment) []ipam.Holding {
+	return append(holdings(atts, store.ResourceVPCIP), holdings(atts, store.ResourceENI)...)
+}
+
+// restore gives the podCIDR the holdings of its addresses and the ENI
+// pool the others (exclusive-ENI pods).
+func (m vpcManager) restore(ctx context.Context, hs []ipam.Holding) (ipam.RestoreReport, error) {
+	var inCIDR, other []ipam.Holding
+	for _, h := range hs {
+		if m.cidr.Contains(h.IPv4) {
+			inCIDR = append(inCIDR, h)
+		} else {
+			other = append(other, h)
+		}
+	}
+	rep := ipam.RestoreReport{Broken: m.cidr.Restore(inCIDR)}
+	if m.enis == nil {
+		for _, h := range other {
+			if !h.Optional {
+				rep.Broken = append(rep.Broken, h)
+			}
+		}
+	}
 	if m.enis != nil {
-		r, err := m.enis.Restore(ctx, holdings(atts, store.ResourceENI))
+		r, err := m.enis.Restore(ctx, other)
 		if err != nil {
 			return rep, err
 		}

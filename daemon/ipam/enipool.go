@@ -481,7 +481,12 @@ func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 	for _, h := range holdings {
 		r := p.enis[h.ENIID]
 		if r == nil {
-			rep.Broken = append(rep.Broken, h)
+			r = p.byAddrLocked(h.IPv4) // a holding rebuilt without its ENI
+		}
+		if r == nil || r.owner != "" {
+			if !h.Optional {
+				rep.Broken = append(rep.Broken, h)
+			}
 			continue
 		}
 		r.owner = h.Owner
@@ -493,6 +498,16 @@ func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 		}
 	}
 	return rep, nil
+}
+
+// byAddrLocked finds the ENI whose primary address is v4.
+func (p *ENIPool) byAddrLocked(v4 netip.Addr) *eniRes {
+	for _, r := range p.enis {
+		if r.ip.IPv4 == v4 {
+			return r
+		}
+	}
+	return nil
 }
 
 func (p *ENIPool) releasingLocked() bool {

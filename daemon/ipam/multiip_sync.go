@@ -18,6 +18,10 @@ type Holding struct {
 	IPv6  netip.Addr
 	// ReservedUntil is set for a released sticky address.
 	ReservedUntil time.Time
+	// Optional marks a holding that only keeps an address from being
+	// reused (a host route no pod explains): an address that is not the
+	// pool's is skipped, not reported Broken.
+	Optional bool
 }
 
 // RestoreReport says what Restore found.
@@ -84,7 +88,12 @@ func (p *MultiIP) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 	for _, h := range holdings {
 		s := p.findLocked(h.ENIID, h.IPv4)
 		if s == nil {
-			rep.Broken = append(rep.Broken, h)
+			s = p.findAddrLocked(h.IPv4) // a holding rebuilt without its ENI
+		}
+		if s == nil || s.owner != "" {
+			if !h.Optional {
+				rep.Broken = append(rep.Broken, h)
+			}
 			continue
 		}
 		s.owner = h.Owner
@@ -165,6 +174,18 @@ func (p *MultiIP) sweep(ctx context.Context) ([]string, error) {
 
 // Sweep deletes our own Available ENIs (GC calls it periodically).
 func (p *MultiIP) Sweep(ctx context.Context) ([]string, error) { return p.sweep(ctx) }
+
+// findAddrLocked finds the slot of v4 on any ENI.
+func (p *MultiIP) findAddrLocked(v4 netip.Addr) *ipSlot {
+	for _, e := range p.enis {
+		for _, s := range e.ips {
+			if s.v4 == v4 {
+				return s
+			}
+		}
+	}
+	return nil
+}
 
 func (p *MultiIP) findLocked(eniID string, v4 netip.Addr) *ipSlot {
 	e := p.enis[eniID]

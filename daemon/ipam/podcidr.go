@@ -160,7 +160,9 @@ func (p *PodCIDR) Restore(holdings []Holding) []Holding {
 	var broken []Holding
 	for _, h := range holdings {
 		if !p.usable(h.IPv4) || p.byAddr[h.IPv4] != nil {
-			broken = append(broken, h)
+			if !h.Optional {
+				broken = append(broken, h)
+			}
 			continue
 		}
 		s := &cidrSlot{addr: h.IPv4, owner: h.Owner, inUse: !h.ReservedUntil.After(now), reservedUntil: h.ReservedUntil}
@@ -168,6 +170,9 @@ func (p *PodCIDR) Restore(holdings []Holding) []Holding {
 	}
 	return broken
 }
+
+// Contains reports whether a is an address of the podCIDR.
+func (p *PodCIDR) Contains(a netip.Addr) bool { return p.prefix.Contains(a) }
 
 // Size is how many pod addresses the podCIDR holds.
 func (p *PodCIDR) Size() int { return 1<<(32-p.prefix.Bits()) - 2 }

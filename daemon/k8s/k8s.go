@@ -128,6 +128,10 @@ func (c *Client) Start(ctx context.Context) error {
 	return nil
 }
 
+// Synced reports whether the pod informer has listed the node's pods:
+// until it has, Pods is no account of them.
+func (c *Client) Synced() bool { return c.synced() }
+
 // Stop ends event recording and the informers.
 func (c *Client) Stop() {
 	c.stopOnce.Do(func() {
