@@ -212,6 +212,9 @@ func (l *lab) checkAccounted(c *child) {
 		if e.Type == rpc.ResourceMappingType_MappingTypeError {
 			l.t.Fatalf("store and pool disagree on %s: store %q pool %q", e.PodName, e.ResourceName, e.FactoryResourceName)
 		}
+		if e.ResourceName == "" {
+			continue // an idle address (max_pool_size > 0): no pod holds it
+		}
 		if prev, dup := seen[e.ResourceName]; dup {
 			l.t.Fatalf("%s held by %s and %s", e.ResourceName, prev, e.PodName)
 		}
