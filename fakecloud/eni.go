@@ -97,6 +97,9 @@ func (c *Cloud) createNetworkInterface(x *call) (response, error) {
 	if err := checkENIText(p); err != nil {
 		return nil, err
 	}
+	if err := checkResourceGroup(p); err != nil {
+		return nil, err
+	}
 	mode := p.String("NetworkInterfaceTrafficMode")
 	if mode != "" && mode != "Standard" && mode != "HighPerformance" {
 		return nil, errInvalid("NetworkInterfaceTrafficMode", mode)

@@ -374,6 +374,7 @@ func TestENIParameterLimits(t *testing.T) {
 		{"1-character description", url.Values{"Description": {"x"}}, 400, fakecloud.CodeDescriptionMalformed},
 		{"257-character description", url.Values{"Description": {strings.Repeat("d", 257)}}, 400, fakecloud.CodeDescriptionMalformed},
 		{"description starting https://", url.Values{"Description": {"https://example.com/eni"}}, 400, fakecloud.CodeDescriptionMalformed},
+		{"200 KB resource group", url.Values{"ResourceGroupId": {huge}}, 404, "InvalidResourceGroup.NotFound"},
 	}
 	for _, tc := range refused {
 		st, body := create(tc.params)
@@ -395,7 +396,7 @@ func TestENIParameterLimits(t *testing.T) {
 	accepted := []url.Values{
 		{"QueueNumber": {"1"}, "NetworkInterfaceName": {"ab"}, "Description": {"dd"}},
 		{"QueueNumber": {"2048"}, "NetworkInterfaceName": {"a" + strings.Repeat("b", 127)}, "Description": {strings.Repeat("d", 256)}},
-		{"NetworkInterfaceName": {"eni-cni_abc:1.2"}, "Description": {"interface create by terway"}},
+		{"NetworkInterfaceName": {"eni-cni_abc:1.2"}, "Description": {"interface create by terway"}, "ResourceGroupId": {"rg-acfmxazb4ph6aiy"}},
 		{"NetworkInterfaceName": {"网卡名"}, "Description": {"弹性网卡 a*b~c+d/e"}},
 	}
 	var id string

@@ -104,3 +104,25 @@ func parseQueueNumber(p wire.Params) (int, error) {
 	}
 	return n, nil
 }
+
+// maxResourceGroupIDLen bounds ResourceGroupId, which fakecloud stores
+// without modelling resource groups: real IDs are "rg-" and a dozen or so
+// lower-case characters.
+const maxResourceGroupIDLen = 64
+
+// checkResourceGroup refuses a ResourceGroupId that cannot name a
+// resource group, with the code CreateNetworkInterface's error table gives
+// for an unknown one (404 InvalidResourceGroup.NotFound), so that no
+// oversized value reaches state and journal.
+func checkResourceGroup(p wire.Params) error {
+	id := p.String("ResourceGroupId")
+	ok := len(id) <= maxResourceGroupIDLen
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		ok = c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+	}
+	if !ok {
+		return apiErr(404, "InvalidResourceGroup.NotFound", "The ResourceGroup provided does not exist in our records: %q.", preview(id))
+	}
+	return nil
+}
