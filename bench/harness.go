@@ -143,7 +143,7 @@ func NewHarness(ctx context.Context, o HarnessOptions) (*Harness, error) {
 		return nil, fmt.Errorf("listen for the API: %w", err)
 	}
 	h.APIURL = "http://" + ln.Addr().String()
-	h.api = &http.Server{Handler: handler, ReadHeaderTimeout: time.Minute}
+	h.api = fakecloud.NewHTTPServer(handler, fakecloud.ServerTimeouts{ReadHeader: time.Minute}, nil)
 	go func() { defer close(h.apiDone); _ = h.api.Serve(ln) }()
 	return h, nil
 }

@@ -108,7 +108,7 @@ func (n *Node) start(ctx context.Context, h *Harness, dir string) error {
 		return fmt.Errorf("metadata listener: %w", err)
 	}
 	n.MetadataURL = "http://" + ln.Addr().String()
-	n.md = &http.Server{Handler: h.Cloud.MetadataHandler(n.InstanceID), ReadHeaderTimeout: time.Minute}
+	n.md = fakecloud.NewHTTPServer(h.Cloud.MetadataHandler(n.InstanceID), fakecloud.ServerTimeouts{ReadHeader: time.Minute}, nil)
 	n.mdDone = make(chan struct{})
 	go func() { defer close(n.mdDone); _ = n.md.Serve(ln) }()
 	eff, err := scaledConfig(n.Config, h.scale)

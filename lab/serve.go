@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/terway-sim/terway/fakecloud"
 )
 
 // servers are the HTTP listeners inside the fabric namespace.
@@ -48,7 +50,7 @@ func (f *Fabric) Serve(metadata, api http.Handler) error {
 	}
 	s := &servers{}
 	for i, h := range []http.Handler{metadata, api} {
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+		srv := fakecloud.NewHTTPServer(h, fakecloud.ServerTimeouts{ReadHeader: 30 * time.Second}, nil)
 		s.list = append(s.list, srv)
 		f.wg.Add(1)
 		go func(l net.Listener) {

@@ -177,7 +177,7 @@ func (s *Supervisor) startCloud(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.httpd = &http.Server{Handler: s.cloud, ReadHeaderTimeout: 10 * time.Second}
+	s.httpd = fakecloud.NewHTTPServer(s.cloud, fakecloud.ServerTimeouts{}, nil)
 	go func() { _ = s.httpd.Serve(l) }()
 	s.st.FakecloudURL = "http://" + l.Addr().String()
 	if err := s.cloud.WaitHypervisor(ctx); err != nil {
