@@ -80,6 +80,21 @@ fuzz: ## Fuzz every target for FUZZ_TIME (default 2m each; a count like 50000x w
 		done; \
 	done
 
+# soak runs the fault-schedule property test of ./daemon (TestFaultSchedules)
+# with many more schedules than `make test` (200): without -race, so that
+# 10,000 fit in hours rather than a day. Each failing seed is printed with
+# the command that replays it; SOAK_FLAGS adds test flags (e.g. -race, or
+# -schedule-logs DIR to keep the daemon logs of failing schedules).
+SOAK_SCHEDULES ?= 10000
+SOAK_FIRST_SEED ?= 1
+SOAK_PARALLEL ?= 4
+SOAK_FLAGS ?=
+
+.PHONY: soak
+soak: ## Fault-schedule property test with SOAK_SCHEDULES schedules (default 10000, no -race); prints each failing seed
+	cd daemon && $(GO) test -count=1 -timeout 0 -run '^TestFaultSchedules$$' $(SOAK_FLAGS) \
+		-schedules=$(SOAK_SCHEDULES) -first-seed=$(SOAK_FIRST_SEED) -schedule-parallel=$(SOAK_PARALLEL)
+
 .PHONY: bench
 bench: bench-fakecloud bench-daemon bench-cni bench-alloc ## Run the quick benchmark set (under 10 min)
 

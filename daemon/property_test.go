@@ -133,7 +133,7 @@ func cpuTime(who int) time.Duration {
 func replayLines(seeds []int64) string {
 	var b strings.Builder
 	for _, s := range seeds {
-		fmt.Fprintf(&b, "  go test ./daemon -run '^TestFaultSchedules$' -count=1 -v -seed %d\n", s)
+		fmt.Fprintf(&b, "  go test ./daemon -run '^TestFaultSchedules$' -count=1 -v -seed=%d\n", s)
 	}
 	return b.String()
 }
@@ -245,6 +245,7 @@ type schedPod struct {
 	name  string
 	ip    string
 	phase podPhase
+	err   error // of the last failed ADD
 }
 
 func (p *schedPod) key() string       { return schedNS + "/" + p.name }
@@ -338,7 +339,7 @@ func runSchedule(t *testing.T, seed int64, agg *schedStats) {
 		if t.Failed() {
 			t.Logf("schedule: %s", s)
 			r.keepLogs()
-			fmt.Printf("FAIL fault schedule seed %d; replay: go test ./daemon -run '^TestFaultSchedules$' -count=1 -v -seed %d\n", seed, seed)
+			fmt.Printf("FAIL fault schedule seed %d; replay: go test ./daemon -run '^TestFaultSchedules$' -count=1 -v -seed=%d\n", seed, seed)
 			agg.mu.Lock()
 			if _, ok := agg.failed[seed]; !ok {
 				agg.failed[seed] = "failed " + r.stage + " (see the test log)"
@@ -563,8 +564,11 @@ func (r *schedRun) add(d *schedDaemon, p *schedPod) {
 		K8SPodInfraContainerId: p.container(), Netns: "/var/run/netns/" + p.container(), IfName: "eth0"})
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err != nil || len(resp.NetConfs) == 0 || resp.NetConfs[0].BasicInfo == nil || resp.NetConfs[0].BasicInfo.PodIP == nil {
-		p.phase = podAddFailed
+	if err == nil && (len(resp.NetConfs) == 0 || resp.NetConfs[0].BasicInfo == nil || resp.NetConfs[0].BasicInfo.PodIP == nil) {
+		err = fmt.Errorf("a reply without an address: %v", resp)
+	}
+	if err != nil {
+		p.phase, p.err = podAddFailed, err
 		return
 	}
 	p.ip, p.phase = podIP(resp), podRunning
@@ -844,10 +848,15 @@ func (r *schedRun) fill() {
 	}
 	wg.Wait()
 	var problems []string
+	failed := map[string]int{}
 	r.mu.Lock()
 	for _, p := range batch {
 		if p.phase != podRunning {
-			problems = append(problems, p.key()+": ADD failed")
+			msg := strings.Join(strings.Fields(fmt.Sprint(p.err)), " ")
+			if len(msg) > 400 {
+				msg = msg[:400] + "…"
+			}
+			failed[msg]++
 			continue
 		}
 		if other, dup := taken[p.ip]; dup {
@@ -856,6 +865,9 @@ func (r *schedRun) fill() {
 		taken[p.ip] = p.key()
 	}
 	r.mu.Unlock()
+	for msg, n := range failed {
+		problems = append(problems, fmt.Sprintf("%d ADDs failed: %s", n, msg))
+	}
 	if len(problems) > 0 {
 		sort.Strings(problems)
 		r.violation("filling the node to its capacity of %d (%d running before): %d problems:\n%s", capacity,
