@@ -984,6 +984,9 @@ func (r *schedRun) spawn() (*schedDaemon, error) {
 	cmd.Env = append(os.Environ(), schedChildEnv+"=1", "TERWAYD_TEST_CONFIG="+r.cfgPath, schedKubeEnv+"="+r.kubePath,
 		schedCtlEnv+"="+r.ctlPath, schedLogEnv+"="+level)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// A test binary killed by go test's -timeout runs no cleanup: the
+	// kernel kills the daemon with it instead of leaving an orphan.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		r.t.Fatal(err)
 	}
