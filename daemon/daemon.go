@@ -331,6 +331,7 @@ func (d *Daemon) initPool(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	growth := d.backoffSet().Get(backoff.PoolGrowth)
 	enis := func() (*ipam.ENIPool, error) {
 		sizes, err := d.cfg.PoolSizes(capa.MaxENI, 1)
 		if err != nil {
@@ -338,7 +339,8 @@ func (d *Daemon) initPool(ctx context.Context) error {
 		}
 		return ipam.NewENIPool(ipam.ENIPoolConfig{MaxENI: capa.MaxENI, MinIdle: sizes.MinPoolSize, MaxIdle: sizes.MaxPoolSize,
 			DualStack: dual, SyncPeriod: d.cfg.PoolCheckPeriod.Duration, SecurityGroups: sgs, Tags: d.ownershipTags(),
-			ResourceGroupID: d.cfg.ResourceGroupID}, d.node, vp, d.clock, d.log, nodeEvents{d})
+			ResourceGroupID: d.cfg.ResourceGroupID, FailureBackoff: growth.Duration, FailureBackoffCap: growth.Cap},
+			d.node, vp, d.clock, d.log, nodeEvents{d})
 	}
 	switch d.mode {
 	case ModeENIMultiIP:
@@ -352,6 +354,7 @@ func (d *Daemon) initPool(ctx context.Context) error {
 			BatchWindow: d.cfg.IPBatchWindow.Duration, ExhaustedInhibit: d.cfg.IPExhaustedInhibit.Duration, Cooldown: d.cfg.ReuseCooldown.Duration,
 			IdleReclaimAfter: d.cfg.IdleIPReclaimAfter.Duration, IdleReclaimInterval: d.cfg.IdleIPReclaimInterval.Duration,
 			IdleReclaimBatch: d.cfg.IdleIPReclaimBatchSize, SyncPeriod: d.cfg.PoolCheckPeriod.Duration,
+			FailureBackoff: growth.Duration, FailureBackoffCap: growth.Cap,
 			PackENIs: d.cfg.ENISelectionPolicy != config.ENILeastIPs, SecurityGroups: sgs, Tags: d.ownershipTags(),
 			ResourceGroupID: d.cfg.ResourceGroupID}, d.node, vp, d.clock, d.log, nodeEvents{d})
 		if err != nil {

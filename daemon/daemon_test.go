@@ -88,7 +88,7 @@ func newLab(t testing.TB, opts ...labOpt) *lab {
 		"eni_ops":{"Duration":"5ms","Steps":6},"eni_release":{"Duration":"5ms","Steps":8},"eni_ip_ops":{"Duration":"5ms","Steps":6},
 		"eni_delete_confirm":{"Duration":"5ms","Steps":8},"wait_eni_status":{"Duration":"5ms","Factor":1.2,"Steps":12},
 		"meta_assign_private_ip":{"Duration":"5ms","Steps":10},"meta_unassign_private_ip":{"Duration":"5ms","Steps":10},
-		"metadata":{"Duration":"5ms","Steps":4}}}`,
+		"metadata":{"Duration":"5ms","Steps":4},"pool_growth":{"Duration":"20ms","Cap":"200ms"}}}`,
 		testAK, testSK, api.URL, md.URL, filepath.Join(dir, "store.db"), filepath.Join(dir, "eni.socket"))
 	return l
 }

@@ -74,14 +74,11 @@ func (d *Daemon) GC(ctx context.Context) error {
 		if held == nil {
 			held = d.stillHeld(live)
 		}
-		if err := d.gcAttachment(a, now, held); err != nil {
+		if err := d.gcAttachment(ctx, a, now, held); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	for _, owner := range owners {
-		d.mu.Lock()
-		busy := d.pending[owner]
-		d.mu.Unlock()
 		if isHeldOwner(owner) {
 			if held == nil {
 				held = d.stillHeld(live)
@@ -93,9 +90,8 @@ func (d *Daemon) GC(ctx context.Context) error {
 			}
 			continue
 		}
-		if !known[owner] && !busy {
-			d.log.Warn("releasing an address no record explains", "owner", owner)
-			d.mgr.release(owner, time.Time{})
+		if !known[owner] {
+			d.releaseUnexplained(ctx, owner)
 		}
 	}
 	if err := d.mgr.sweep(ctx); err != nil {
@@ -104,13 +100,41 @@ func (d *Daemon) GC(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (d *Daemon) gcAttachment(a store.Attachment, now time.Time, held map[netip.Addr]bool) error {
-	d.mu.Lock()
-	busy := d.pending[a.Key()]
-	d.mu.Unlock()
-	if busy {
+// releaseUnexplained releases an address the pool holds for a pod the
+// store had no record of when GC listed it — unless an AllocIP recorded
+// one since: the pod's turn is taken and the store read again, so that GC
+// never frees what an RPC has just handed out.
+func (d *Daemon) releaseUnexplained(ctx context.Context, owner string) {
+	done, err := d.begin(ctx, owner, false)
+	if err != nil {
+		return // an RPC is working on it; next round
+	}
+	defer done()
+	ns, name, _ := strings.Cut(owner, "/")
+	if _, err := d.store.Get(ns, name); !errors.Is(err, store.ErrNotFound) {
+		return
+	}
+	d.log.Warn("releasing an address no record explains", "owner", owner)
+	d.mgr.release(owner, time.Time{})
+}
+
+// gcAttachment releases the record a of a pod that is gone, with the
+// pod's turn taken and the record read again: an RPC since the listing
+// may have changed it.
+func (d *Daemon) gcAttachment(ctx context.Context, a store.Attachment, now time.Time, held map[netip.Addr]bool) error {
+	done, err := d.begin(ctx, a.Key(), false)
+	if err != nil {
 		return nil // an RPC is working on it; next round
 	}
+	defer done()
+	cur, err := d.store.Get(a.PodNamespace, a.PodName)
+	if errors.Is(err, store.ErrNotFound) || err == nil && cur.ContainerID != a.ContainerID {
+		return nil // released or re-allocated meanwhile
+	}
+	if err != nil {
+		return err
+	}
+	a = cur
 	if ip, ok := heldElsewhere(a, held); ok {
 		return d.keepHeld(a, ip)
 	}

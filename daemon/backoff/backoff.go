@@ -29,6 +29,9 @@ const (
 	Metadata           = "metadata"
 	ThrottledAPIRetry  = "throttled"
 	KubernetesAPIRetry = "kubernetes"
+	// PoolGrowth is the pools' pause after a failed growth: Duration,
+	// doubled per failure in a row, up to Cap.
+	PoolGrowth = "pool_growth"
 )
 
 // Defaults returns Terway's policies (terway-facts.md §2.3, main branch),
@@ -50,6 +53,7 @@ func Defaults() map[string]wait.Backoff {
 		Metadata:           {Duration: 500 * time.Millisecond, Factor: 1.2, Jitter: 0.1, Steps: 4},
 		ThrottledAPIRetry:  {Duration: 5 * time.Second, Factor: 2, Jitter: 0.5, Steps: 5, Cap: time.Minute},
 		KubernetesAPIRetry: {Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 5},
+		PoolGrowth:         {Duration: 5 * time.Second, Factor: 2, Steps: 1, Cap: time.Minute},
 	}
 }
 

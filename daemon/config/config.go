@@ -298,6 +298,9 @@ const (
 	BackoffMetaAssignPrivateIP   = "meta_assign_private_ip"
 	BackoffMetaUnassignPrivateIP = "meta_unassign_private_ip"
 	BackoffWaitSTSTokenReady     = "wait_sts_token_ready"
+	// BackoffPoolGrowth is ours: how long a pool waits after a failed
+	// growth (Duration, doubling per failure in a row, up to Cap).
+	BackoffPoolGrowth = "pool_growth"
 )
 
 // defaultBackoffs is Terway main's table (terway-facts §2.3).
@@ -312,6 +315,7 @@ var defaultBackoffs = map[string]Backoff{
 	BackoffMetaAssignPrivateIP:   {Duration: 1100 * time.Millisecond, Factor: 1, Jitter: 0.2, Steps: 10},
 	BackoffMetaUnassignPrivateIP: {Duration: 1100 * time.Millisecond, Factor: 1, Jitter: 0.2, Steps: 10},
 	BackoffWaitSTSTokenReady:     {Duration: time.Second, Factor: 1, Jitter: 0.2, Steps: 60},
+	BackoffPoolGrowth:            {Duration: 5 * time.Second, Factor: 2, Steps: 1, Cap: time.Minute},
 }
 
 // DefaultBackoff returns the built-in schedule for key, or the one of

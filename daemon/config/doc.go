@@ -85,6 +85,13 @@
 //	meta_assign_private_ip     0             1.1s      1       0.2     10     -
 //	meta_unassign_private_ip   0             1.1s      1       0.2     10     -
 //	wait_sts_token_ready       0             1s        1       0.2     60     -
+//	pool_growth                0             5s        2       0       1      1m
+//
+// pool_growth is ours, not Terway's: how long a pool pauses growing after
+// a failed cloud call: Duration, doubled for each failure in a row, up to
+// Cap (the other fields are not used). While it lasts, after three calls
+// in a row have failed, waiting pods fail at once, so a node recovers from
+// a cloud outage within Cap.
 //
 // Addresses and routes:
 //

@@ -27,7 +27,10 @@ type ENIPoolConfig struct {
 	// a minute); ENILimitInhibit the pause after EniPerInstanceLimitExceeded.
 	FailureBackoff  time.Duration
 	ENILimitInhibit time.Duration
-	SyncPeriod      time.Duration
+	// FailureBackoffCap bounds the doubling of FailureBackoff (default a
+	// minute).
+	FailureBackoffCap time.Duration
+	SyncPeriod        time.Duration
 
 	SecurityGroups  []string
 	Tags            map[string]string
@@ -80,6 +83,9 @@ func NewENIPool(cfg ENIPoolConfig, node *cloud.Node, vsw *cloud.VSwitchPool, c c
 	cfg.MinIdle = min(cfg.MinIdle, cfg.MaxIdle)
 	if cfg.FailureBackoff <= 0 {
 		cfg.FailureBackoff = 5 * time.Second
+	}
+	if cfg.FailureBackoffCap < cfg.FailureBackoff {
+		cfg.FailureBackoffCap = max(cfg.FailureBackoff, time.Minute)
 	}
 	if cfg.ENILimitInhibit <= 0 {
 		cfg.ENILimitInhibit = time.Minute
@@ -396,7 +402,7 @@ func (p *ENIPool) create(ctx context.Context, key string) {
 	if err != nil {
 		p.failures++
 		p.starved = cloud.IsExhausted(err) || errors.Is(err, cloud.ErrNoVSwitch)
-		d := min(p.cfg.FailureBackoff<<min(p.failures-1, 6), time.Minute)
+		d := min(p.cfg.FailureBackoff<<min(p.failures-1, 6), p.cfg.FailureBackoffCap)
 		if cloud.ErrorCode(err) == cloud.CodeENIPerInstanceLimit {
 			d = p.cfg.ENILimitInhibit
 		}

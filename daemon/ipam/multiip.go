@@ -77,6 +77,9 @@ type MultiIPConfig struct {
 	ExhaustedInhibit time.Duration
 	ENILimitInhibit  time.Duration
 	FailureBackoff   time.Duration
+	// FailureBackoffCap bounds the doubling of FailureBackoff (default a
+	// minute).
+	FailureBackoffCap time.Duration
 	// IdleReclaimAfter enables idle reclaim: when the pool has not changed
 	// for this long, IdleReclaimBatch idle addresses above MinIdle are
 	// given back every IdleReclaimInterval.
@@ -119,6 +122,9 @@ func (c *MultiIPConfig) defaults() error {
 	}
 	if c.FailureBackoff <= 0 {
 		c.FailureBackoff = 5 * time.Second
+	}
+	if c.FailureBackoffCap < c.FailureBackoff {
+		c.FailureBackoffCap = max(c.FailureBackoff, time.Minute)
 	}
 	if c.SyncPeriod <= 0 {
 		c.SyncPeriod = 2 * time.Minute

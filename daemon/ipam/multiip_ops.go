@@ -217,7 +217,7 @@ func (p *MultiIP) noteFailureLocked(_ time.Time, err error) {
 // it waits the base interval.
 func (p *MultiIP) failureBackoffLocked() time.Duration {
 	d := p.cfg.FailureBackoff << min(max(p.failures-1, 0), 6)
-	return min(d, time.Minute)
+	return min(d, p.cfg.FailureBackoffCap)
 }
 
 // failHopelessLocked fails the waiters that nothing in flight will serve

@@ -461,7 +461,7 @@ func TestSweepSparesENIsBeingCreated(t *testing.T) {
 // panic on a negative shift; the backoff doubles from there, capped.
 func TestFailureBackoffFromZeroFailures(t *testing.T) {
 	p := &MultiIP{}
-	p.cfg.FailureBackoff = time.Second
+	p.cfg.FailureBackoff, p.cfg.FailureBackoffCap = time.Second, time.Minute
 	for failures, want := range map[int]time.Duration{0: time.Second, 1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 20: time.Minute} {
 		p.failures = failures
 		if got := p.failureBackoffLocked(); got != want {
