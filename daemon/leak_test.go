@@ -94,6 +94,9 @@ func TestLostAttachAnswerLeaksNoENI(t *testing.T) {
 			if tc.mode == ModeENIOnly {
 				l.conf = strings.Replace(l.conf, `"max_pool_size":5`, `"max_pool_size":0`, 1)
 			}
+			// Failed growth pauses long enough for the burst's creations to
+			// be seen ending while the faults are on.
+			l.conf = strings.Replace(l.conf, `"pool_growth":{"Duration":"20ms","Cap":"200ms"}`, `"pool_growth":{"Duration":"500ms","Cap":"2s"}`, 1)
 			// A status poll that outlasts the slow attach when nothing fails.
 			l.conf = strings.Replace(l.conf, `"wait_eni_status":{"Duration":"5ms","Factor":1.2,"Steps":12}`,
 				`"wait_eni_status":{"Duration":"50ms","Factor":1.5,"Steps":10,"Cap":"400ms"}`, 1)

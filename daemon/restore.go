@@ -24,16 +24,19 @@ import (
 // pod-ips annotation), the plugin's attachment records, and the host's
 // per-pod routes.
 const (
-	sourceStore  = "store"
-	sourceAPI    = "apiserver"
-	sourcePlugin = "plugin"
-	sourceHost   = "host"
+	sourceStore      = "store"
+	sourceAPI        = "apiserver"
+	sourceAnnotation = "annotation"
+	sourcePlugin     = "plugin"
+	sourceHost       = "host"
 )
 
 // sourceRank orders the sources by how current their word on an address
-// is: the API server's view of a live pod beats a plugin record, which
-// beats the store (which may be an older copy).
-var sourceRank = map[string]int{sourceAPI: 3, sourcePlugin: 2, sourceStore: 1, sourceHost: 0}
+// is: what the kubelet reported for a live pod (status.podIPs) beats a
+// plugin record, which beats the store (which may be an older copy),
+// which beats the pod-ips annotation (the daemon's own, written after the
+// store and never cleared on release).
+var sourceRank = map[string]int{sourceAPI: 4, sourcePlugin: 3, sourceStore: 2, sourceAnnotation: 1, sourceHost: 0}
 
 // heldPrefix starts the pool owner of an address some source shows as
 // held by a pod the restore cannot name (a host route, or a claim that
@@ -80,6 +83,9 @@ func (d *Daemon) gatherTruth() truth {
 			}
 			t.alive[p.Key()] = p
 			if c, ok := addrClaim(p.Key(), sourceAPI, p.IPs); ok {
+				t.claims = append(t.claims, c)
+			}
+			if c, ok := addrClaim(p.Key(), sourceAnnotation, p.AnnotatedIPs); ok {
 				t.claims = append(t.claims, c)
 			}
 		}
@@ -338,7 +344,7 @@ func (d *Daemon) recordRebuilt(pl restorePlan, t truth, broken []ipam.Holding) e
 			"pod", owner, "ip", g.ip.IPv4, "sources", pl.sources[owner])
 	}
 	counts := make([]string, 0, len(pl.bySource))
-	for _, s := range []string{sourceAPI, sourcePlugin, sourceHost, sourceStore} {
+	for _, s := range []string{sourceAPI, sourceAnnotation, sourcePlugin, sourceHost, sourceStore} {
 		if c := pl.bySource[s]; c > 0 {
 			counts = append(counts, fmt.Sprintf("%s %d", s, c))
 		}
@@ -372,12 +378,12 @@ func (d *Daemon) waitForAPI(ctx context.Context) {
 }
 
 // stillHeld lists the addresses the node's truth shows as held now: live
-// pods' addresses, the plugin's records of live pods, and host routes to
-// a live link. GC keeps a placeholder holding while its address is in it.
+// pods' addresses as the kubelet reports them, the plugin's records of
+// live pods, and host routes to a live link. GC keeps a placeholder holding while its address is in it.
 func (d *Daemon) stillHeld(live map[string]k8s.Pod) map[netip.Addr]bool {
 	out := map[netip.Addr]bool{}
 	for _, p := range live {
-		if p.Alive() {
+		if p.Alive() { // status.podIPs: the annotation is not cleared on release
 			for _, a := range p.IPs {
 				out[a] = true
 			}

@@ -193,13 +193,19 @@ func genSchedule(seed int64) schedule {
 	faults := 0
 	episodes := 2 + r.IntN(2)
 	for ep := 0; ep < episodes; ep++ {
+		// Detach and Delete are called only when an ENI empties: an
+		// episode that disturbs them releases everything, so that its
+		// faults meet the calls they are for.
+		empties := false
 		for k := 1 + r.IntN(2); k > 0; k-- {
 			faults++
-			add(genDisturbance(r, faults))
+			d := genDisturbance(r, faults)
+			empties = empties || d.Cell.action == "DetachNetworkInterface" || d.Cell.action == "DeleteNetworkInterface"
+			add(d)
 		}
 		burst := step{Kind: stepBurst, N: 3 + r.IntN(14), Async: r.IntN(2) == 0}
 		release := step{Kind: stepRelease, Async: r.IntN(2) == 0}
-		if r.IntN(5) < 2 {
+		if r.IntN(5) < 2 || empties {
 			release.N = 45 // everything running: empty ENIs go back to the cloud
 		} else {
 			release.N = 1 + r.IntN(burst.N)

@@ -68,10 +68,11 @@ type Pod struct {
 	NetworkPriority string
 	OwnerKinds      []string
 	Annotations     map[string]string
-	// IPs are the pod's addresses as the API server knows them:
-	// status.podIPs (what the kubelet reported), else the pod-ips
-	// annotation. Empty for a pod whose network is not set up yet.
-	IPs []netip.Addr
+	// IPs are the pod's addresses as the kubelet reported them
+	// (status.podIPs); AnnotatedIPs as the daemon wrote them into the
+	// pod-ips annotation. Empty for a pod whose network is not set up yet.
+	IPs          []netip.Addr
+	AnnotatedIPs []netip.Addr
 }
 
 // Key is "namespace/name".
@@ -225,32 +226,27 @@ func (c *Client) convert(p *corev1.Pod) Pod {
 		c.log.Warn("ignoring a bad bandwidth annotation", "pod", out.Key(), "annotation", AnnotationEgress, "err", err)
 	}
 	out.NetworkPriority = p.Annotations[AnnotationNetworkPrio]
-	out.IPs = podIPs(p)
+	if !p.Spec.HostNetwork { // a host-network pod's address is the node's
+		out.IPs = parseIPs(append([]string{p.Status.PodIP}, podIPStrings(p.Status.PodIPs)...))
+		out.AnnotatedIPs = parseIPs(strings.Split(p.Annotations[AnnotationPodIPs], ","))
+	}
 	return out
 }
 
-// podIPs reads the pod's addresses from status.podIPs (status.podIP for
-// an old API server), falling back to the pod-ips annotation. Host-network
-// pods have none: their address is the node's.
-func podIPs(p *corev1.Pod) []netip.Addr {
-	if p.Spec.HostNetwork {
-		return nil
+func podIPStrings(ips []corev1.PodIP) []string {
+	out := make([]string, len(ips))
+	for i, ip := range ips {
+		out[i] = ip.IP
 	}
+	return out
+}
+
+// parseIPs reads addresses, skipping empty and malformed ones and repeats.
+func parseIPs(ss []string) []netip.Addr {
 	var out []netip.Addr
-	add := func(s string) {
+	for _, s := range ss {
 		if a, err := netip.ParseAddr(strings.TrimSpace(s)); err == nil && !slices.Contains(out, a) {
 			out = append(out, a)
-		}
-	}
-	for _, ip := range p.Status.PodIPs {
-		add(ip.IP)
-	}
-	if len(out) == 0 && p.Status.PodIP != "" {
-		add(p.Status.PodIP)
-	}
-	if len(out) == 0 {
-		for _, s := range strings.Split(p.Annotations[AnnotationPodIPs], ",") {
-			add(s)
 		}
 	}
 	return out

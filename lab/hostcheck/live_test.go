@@ -251,6 +251,15 @@ func startOrphan(t *testing.T, command string) int {
 		t.Fatalf("%s (pid %d) is not running", command, pid)
 	}
 	t.Cleanup(func() { killOrphan(t, p) })
+	// "nsenter ... sleep 30" becomes sleep only once nsenter has exec'd:
+	// on a busy machine that is after the snapshot the test compares.
+	fields := strings.Fields(command)
+	want := fields[len(fields)-2]
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if now, ok := readProcess(pid); !ok || now.Comm == want || time.Now().After(deadline) {
+			break
+		}
+	}
 	return pid
 }
 
