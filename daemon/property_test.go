@@ -303,12 +303,16 @@ func runSchedule(t *testing.T, seed int64, agg *schedStats) {
 	l := r.l
 	l.conf = strings.Replace(l.conf, `"gc_period":"1h"`, fmt.Sprintf(`"gc_period":%q`, schedGCPeriod.String()), 1)
 	l.conf = strings.Replace(l.conf, `"max_pool_size":5`, fmt.Sprintf(`"max_pool_size":%d`, s.MaxPool), 1)
+	// The pool's own sync retries failed releases and adopts strays: at
+	// the scale of the GC period, as production's 2m is of its 5m.
+	l.conf = strings.Replace(l.conf, `"pool_check_period":"1h"`, `"pool_check_period":"400ms"`, 1)
 	// The periodic sync adopts and reconciles; the CNI paths stay in the
 	// temp dir (never the production defaults).
 	l.conf = strings.Replace(l.conf, `"cluster_id":"c-test",`, fmt.Sprintf(`"cluster_id":"c-test","ip_pool_sync_period":"500ms",`+
 		`"cni_state_dir":%q,"cni_conf_dir":%q,"cni_bin_dir":%q,"cni_cache_dir":%q,`,
 		filepath.Join(l.dir, "cni-state"), filepath.Join(l.dir, "cni-conf"), filepath.Join(l.dir, "cni-bin"), filepath.Join(l.dir, "cni-cache")), 1)
-	if !strings.Contains(l.conf, "ip_pool_sync_period") || !strings.Contains(l.conf, `"gc_period":"250ms"`) {
+	if !strings.Contains(l.conf, "ip_pool_sync_period") || !strings.Contains(l.conf, `"gc_period":"250ms"`) ||
+		!strings.Contains(l.conf, `"pool_check_period":"400ms"`) {
 		t.Fatalf("the lab's eni_conf changed shape; the schedule config was not applied:\n%s", l.conf)
 	}
 	r.cfgPath = filepath.Join(l.dir, "eni_conf")

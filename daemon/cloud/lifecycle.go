@@ -160,11 +160,17 @@ func (n *Node) ReleaseENI(ctx context.Context, eniID string) error {
 		if ErrorCode(err) != CodeInvalidENIState || round == releaseRounds {
 			return fmt.Errorf("release %s: %w", eniID, err)
 		}
-		if _, werr := n.API.WaitENIStatus(ctx, eniID, StatusInUse, StatusAvailable); werr != nil {
+		got, werr := n.API.WaitENIStatus(ctx, eniID, StatusInUse, StatusAvailable)
+		if werr != nil {
 			if IsNotFound(werr) {
 				return nil
 			}
 			return fmt.Errorf("release %s: %w; waiting for its attach to end: %w", eniID, err, werr)
+		}
+		if got.Status == StatusAvailable {
+			// Detached already (an earlier detach whose delete failed, or
+			// whose answer was lost): only the delete is left.
+			break
 		}
 	}
 	if _, err := n.API.WaitENIStatus(ctx, eniID, StatusAvailable); err != nil && !IsNotFound(err) {
