@@ -214,19 +214,36 @@ func (p *MultiIP) sync(ctx context.Context) {
 		return
 	}
 	p.mu.Lock()
-	var check []*eniSlot
+	var check, missing []*eniSlot
 	for _, e := range p.enis {
 		switch {
 		case e.deleting && !e.busy:
 			p.releaseENILocked(ctx, e)
 		case e.busy || e.deleting:
 		case !slices.Contains(macs, e.MAC):
-			p.dropENILocked(e)
+			missing = append(missing, e)
 		default:
 			check = append(check, e)
 		}
 	}
 	p.mu.Unlock()
+	for _, e := range missing {
+		// Metadata lags: drop only what the cloud confirms is no longer
+		// attached here. An ENI dropped while attached would be taken for
+		// a stray and released with its pods' addresses on it.
+		ce, err := p.node.API.DescribeENI(ctx, e.ID)
+		if err == nil && ce.InstanceID == p.node.Instance.ID && (ce.Status == cloud.StatusInUse || ce.Status == cloud.StatusAttaching) {
+			continue
+		}
+		if err != nil && !cloud.IsNotFound(err) {
+			continue // unknown: next sync
+		}
+		p.mu.Lock()
+		if p.enis[e.ID] == e && !e.busy && !e.deleting {
+			p.dropENILocked(e)
+		}
+		p.mu.Unlock()
+	}
 	for _, e := range check {
 		v4, err := p.node.Metadata.IPv4s(ctx, e.MAC)
 		if err != nil {
