@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	goruntime "runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -58,6 +59,13 @@ import (
 // It fails if a cell of the fault matrix (kind × action) never fired over
 // the run (when it runs at least 100 schedules). Flags: -schedules N (200),
 // -first-seed S (1), -seed S (replay one schedule), -schedule-parallel P (4).
+//
+// The daemon processes are this test binary re-executed. Under -race the
+// instrumented daemon costs three times the CPU of a plain one and the
+// daemon is nine tenths of the test's CPU, so only every
+// -schedule-race-every'th schedule (and a replay) runs it race-instrumented;
+// the others run a plain build of this package's tests, made once per run
+// (plainChild). The harness and fakecloud stay instrumented throughout.
 var (
 	flagSchedules   = flag.Int("schedules", 200, "TestFaultSchedules: how many seeded fault schedules to run")
 	flagFirstSeed   = flag.Int64("first-seed", 1, "TestFaultSchedules: the seed of the first schedule (seeds are consecutive)")
@@ -65,6 +73,7 @@ var (
 	flagSchedulePar = flag.Int("schedule-parallel", 4, "TestFaultSchedules: how many schedules run at once")
 	flagScheduleLog = flag.String("schedule-logs", "", "TestFaultSchedules: copy the daemon logs and the kubelet file of every failing schedule to DIR/seed-N")
 	flagScheduleDbg = flag.Bool("schedule-debug", false, "TestFaultSchedules: daemon logs at debug level (always with -seed)")
+	flagRaceEvery   = flag.Int("schedule-race-every", 10, "TestFaultSchedules under -race: every Nth schedule's daemon runs race-instrumented, the others a plain build (1: all)")
 )
 
 // matrixMinSchedules: below this many schedules the matrix is printed but
@@ -88,6 +97,9 @@ func TestFaultSchedules(t *testing.T) {
 	}
 	agg := newSchedStats()
 	start := time.Now()
+	if raceEnabled && *flagSeed == 0 && *flagRaceEvery != 1 {
+		agg.plainChild = buildPlainChild(t)
+	}
 	self0, children0 := cpuTime(syscall.RUSAGE_SELF), cpuTime(syscall.RUSAGE_CHILDREN)
 	run := func(seeds []int64) {
 		work := make(chan int64)
@@ -170,6 +182,32 @@ type schedStats struct {
 	// CPU used by the test process and by the daemon processes.
 	cpuSelf, cpuChildren time.Duration
 	failed               map[int64]string
+	// plainChild is the plain (not race-instrumented) build of this test
+	// binary that daemon processes run, "" for this binary itself.
+	plainChild string
+	// raced counts the schedules whose daemon was race-instrumented.
+	raced int
+}
+
+// buildPlainChild builds this package's tests without -race into a temp
+// dir for the daemon processes (see TestFaultSchedules), or returns "" (and
+// says why) when it cannot: every daemon then runs this binary.
+func buildPlainChild(t *testing.T) string {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(goruntime.GOROOT(), "bin", "go")
+	}
+	bin := filepath.Join(t.TempDir(), "daemon.plain.test")
+	begin := time.Now()
+	// The test runs in the package's directory.
+	cmd := exec.Command(goBin, "test", "-c", "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Logf("no plain build of the daemon for the schedules (%v: %s); every daemon runs race-instrumented", err, bytes.TrimSpace(out))
+		return ""
+	}
+	t.Logf("daemon processes run a plain build (%v to build), every %dth race-instrumented", time.Since(begin).Round(time.Second), *flagRaceEvery)
+	return bin
 }
 
 func newSchedStats() *schedStats {
@@ -231,6 +269,9 @@ func (a *schedStats) report(schedules int, took time.Duration) string {
 	fmt.Fprintf(&b, "|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	fmt.Fprintf(&b, "| %d | %d | %d | %d | %d | %d | %d | %v |\n", schedules, a.kills, a.killsInFlight, a.truncations, a.deletions,
 		a.restarts, len(a.failed), took.Round(time.Second))
+	if a.plainChild != "" {
+		fmt.Fprintf(&b, "\nDaemon processes race-instrumented in %d of the schedules, a plain build in the others (the harness and fakecloud always as built).\n", a.raced)
+	}
 	fmt.Fprintf(&b, "\nCPU: %v in the test process (fakecloud, harness), %v in daemon processes: %v per schedule\n",
 		a.cpuSelf.Round(time.Second), a.cpuChildren.Round(time.Second), ((a.cpuSelf + a.cpuChildren) / time.Duration(max(1, schedules))).Round(10*time.Millisecond))
 	if len(a.failed) > 0 {
@@ -303,6 +344,8 @@ type schedRun struct {
 	starts                          int
 	kills, inFlight, trunc, deleted int
 	restarts                        int
+	// bin is the executable of the daemon processes.
+	bin string
 	// exits lists daemon processes that ended without being killed.
 	exits []string
 }
@@ -310,7 +353,14 @@ type schedRun struct {
 func runSchedule(t *testing.T, seed int64, agg *schedStats) {
 	s := genSchedule(seed)
 	r := &schedRun{t: t, s: s, agg: agg, rng: rand.New(rand.NewPCG(uint64(seed), 0x2c0ffee)), slow: map[string]int64{},
-		pods: map[string]*schedPod{}}
+		pods: map[string]*schedPod{}, bin: os.Args[0]}
+	if agg.plainChild != "" && seed%int64(max(1, *flagRaceEvery)) != 0 {
+		r.bin = agg.plainChild
+	} else if raceEnabled {
+		agg.mu.Lock()
+		agg.raced++
+		agg.mu.Unlock()
+	}
 	r.l = newLab(t, func(sp *fakecloud.Spec, o *fakecloud.Options) {
 		o.Seed = seed
 		sp.Settings.ConsistencyWindow = 0
@@ -1003,7 +1053,7 @@ func (r *schedRun) spawn() (*schedDaemon, error) {
 	if *flagSeed != 0 || *flagScheduleDbg {
 		level = "debug"
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := exec.Command(r.bin, "-test.run=^$")
 	cmd.Env = append(os.Environ(), schedChildEnv+"=1", "TERWAYD_TEST_CONFIG="+r.cfgPath, schedKubeEnv+"="+r.kubePath,
 		schedCtlEnv+"="+r.ctlPath, schedLogEnv+"="+level)
 	cmd.Stdout, cmd.Stderr = logf, logf
