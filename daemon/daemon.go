@@ -353,8 +353,8 @@ func (d *Daemon) initPool(ctx context.Context) error {
 			Capacity: sizes.Capacity, MinIdle: sizes.MinPoolSize, MaxIdle: sizes.MaxPoolSize, DualStack: dual,
 			BatchWindow: d.cfg.IPBatchWindow.Duration, ExhaustedInhibit: d.cfg.IPExhaustedInhibit.Duration, Cooldown: d.cfg.ReuseCooldown.Duration,
 			IdleReclaimAfter: d.cfg.IdleIPReclaimAfter.Duration, IdleReclaimInterval: d.cfg.IdleIPReclaimInterval.Duration,
-			IdleReclaimBatch: d.cfg.IdleIPReclaimBatchSize, SyncPeriod: d.cfg.PoolCheckPeriod.Duration,
-			FailureBackoff: growth.Duration, FailureBackoffCap: growth.Cap,
+			IdleReclaimBatch: d.cfg.IdleIPReclaimBatchSize, IdleReclaimJitter: float64(d.cfg.IdleIPReclaimJitterFactor),
+			SyncPeriod: d.cfg.PoolCheckPeriod.Duration, FailureBackoff: growth.Duration, FailureBackoffCap: growth.Cap,
 			PackENIs: d.cfg.ENISelectionPolicy != config.ENILeastIPs, SecurityGroups: sgs, Tags: d.ownershipTags(),
 			ResourceGroupID: d.cfg.ResourceGroupID}, d.node, vp, d.clock, d.log, nodeEvents{d})
 		if err != nil {

@@ -125,14 +125,17 @@
 //     min_pool_size.
 //   - idle_ip_reclaim_after (duration, unset): enables idle IP reclaim; idle IPs
 //     above min_pool_size are returned once the pool has not changed for this
-//     long. Unset or "0s": disabled.
+//     long (pods took or gave back addresses, or the pool grew; what the
+//     reclaim itself returns does not count). Unset or "0s": disabled.
 //   - idle_ip_reclaim_interval (duration, "10m"; "0s" means the default): time
 //     between two reclaim rounds.
 //   - idle_ip_reclaim_batch_size (int, 5; 0 means the default): the most
 //     IPs returned per round.
 //   - idle_ip_reclaim_jitter_factor (string holding a number >= 0, "0.1"; a
-//     bare number is accepted): the interval is stretched by up to this
-//     fraction at random.
+//     bare number is accepted): each wait for the next round is the interval
+//     plus a random part of up to this fraction of it (Kubernetes'
+//     wait.Jitter), so that nodes that went quiet together do not call the
+//     cloud together; 0: exactly the interval.
 //
 // Kubernetes:
 //

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/netip"
 	"sort"
 	"sync"
@@ -82,10 +83,16 @@ type MultiIPConfig struct {
 	FailureBackoffCap time.Duration
 	// IdleReclaimAfter enables idle reclaim: when the pool has not changed
 	// for this long, IdleReclaimBatch idle addresses above MinIdle are
-	// given back every IdleReclaimInterval.
+	// given back at once and then every IdleReclaimInterval, stretched by
+	// up to IdleReclaimJitter × itself at random (wait.Jitter; 0: exactly
+	// the interval), so that nodes which went quiet together do not call
+	// the cloud together. What the reclaim itself gives back is no change:
+	// otherwise each round would restart the quiet period and rounds would
+	// come IdleReclaimAfter apart whatever the interval.
 	IdleReclaimAfter    time.Duration
 	IdleReclaimInterval time.Duration
 	IdleReclaimBatch    int
+	IdleReclaimJitter   float64
 	// SyncPeriod is how often the pool is reconciled with metadata and
 	// resized (the periodic loop; demand never waits for it).
 	SyncPeriod time.Duration
@@ -134,6 +141,9 @@ func (c *MultiIPConfig) defaults() error {
 	}
 	if c.IdleReclaimBatch <= 0 {
 		c.IdleReclaimBatch = 5
+	}
+	if !(c.IdleReclaimJitter >= 0) || math.IsInf(c.IdleReclaimJitter, 0) {
+		return fmt.Errorf("idle reclaim jitter factor %g must be a finite number >= 0", c.IdleReclaimJitter)
 	}
 	return nil
 }
@@ -486,22 +496,24 @@ func (p *MultiIP) Run(ctx context.Context) {
 	t := p.clock.NewTicker(p.cfg.SyncPeriod)
 	defer t.Stop()
 	p.plan(ctx) // warm up to MinIdle at once, not a sync period later
-	// Idle reclaim happens in quiet times, when nothing kicks the pool:
-	// it needs its own tick.
-	var reclaim <-chan time.Time
-	if p.cfg.IdleReclaimAfter > 0 {
-		rt := p.clock.NewTicker(min(p.cfg.IdleReclaimAfter, p.cfg.IdleReclaimInterval))
-		defer rt.Stop()
-		reclaim = rt.C()
-	}
-	var retry clock.Timer
+	// Idle reclaim happens in quiet times, when nothing kicks the pool: a
+	// timer wakes the loop when the next round is due. It is re-armed
+	// whenever that time moves (a change restarts the quiet period, a
+	// round draws the next jittered interval), and not again for a time
+	// it already fired at: a round that could not run then (demand in
+	// flight) runs at the kick that ends the demand.
+	var reclaim, retry clock.Timer
+	var reclaimAt, reclaimFired time.Time
 	defer func() {
 		if retry != nil {
 			retry.Stop()
 		}
+		if reclaim != nil {
+			reclaim.Stop()
+		}
 	}()
 	for {
-		var retryC <-chan time.Time
+		var retryC, reclaimC <-chan time.Time
 		if at := p.takeRetry(); !at.IsZero() {
 			if retry != nil {
 				retry.Stop()
@@ -511,11 +523,21 @@ func (p *MultiIP) Run(ctx context.Context) {
 		if retry != nil {
 			retryC = retry.C()
 		}
+		if at := p.reclaimDue(); !at.IsZero() && !at.Equal(reclaimAt) && !at.Equal(reclaimFired) {
+			if reclaim != nil {
+				reclaim.Stop()
+			}
+			reclaim, reclaimAt = p.clock.NewTimer(max(0, at.Sub(p.clock.Now()))), at
+		}
+		if reclaim != nil {
+			reclaimC = reclaim.C()
+		}
 		select {
 		case <-retryC:
 			retry = nil
 			p.plan(ctx)
-		case <-reclaim:
+		case <-reclaimC:
+			reclaim, reclaimFired, reclaimAt = nil, reclaimAt, time.Time{}
 			p.plan(ctx)
 		case <-ctx.Done():
 			p.failAll(ctx.Err())

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/terway-sim/terway/daemon/cloud"
 )
@@ -306,6 +309,40 @@ func (p *MultiIP) busyCountLocked() int {
 	return n
 }
 
+// reclaimInterval is the wait until the next idle-reclaim round: the
+// interval stretched by up to IdleReclaimJitter × itself at random.
+// wait.Jitter reads a factor <= 0 as 1, so 0 is kept apart: no jitter.
+func (p *MultiIP) reclaimInterval() time.Duration {
+	iv := p.cfg.IdleReclaimInterval
+	if p.cfg.IdleReclaimJitter <= 0 {
+		return iv
+	}
+	d := wait.Jitter(iv, p.cfg.IdleReclaimJitter)
+	if d < iv {
+		// A factor so large that the stretch overflowed int64: the
+		// longest wait there is, not a negative one.
+		d = math.MaxInt64
+	}
+	return d
+}
+
+// reclaimDue is when shrinkLocked will next run an idle-reclaim round
+// (Run wakes up then): once the pool has been quiet for
+// IdleReclaimAfter, and not before the time the last round drew. Zero:
+// idle reclaim is off.
+func (p *MultiIP) reclaimDue() time.Time {
+	if p.cfg.IdleReclaimAfter <= 0 {
+		return time.Time{}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	quiet := p.lastChange.Add(p.cfg.IdleReclaimAfter)
+	if p.nextReclaim.After(quiet) {
+		return p.nextReclaim
+	}
+	return quiet
+}
+
 // shrinkLocked gives back idle addresses above MaxIdle (and, with idle
 // reclaim, above MinIdle after a quiet period): whole ENIs when all their
 // addresses are idle, else up to ten secondary addresses of the emptiest
@@ -320,7 +357,7 @@ func (p *MultiIP) shrinkLocked(ctx context.Context, now time.Time, idle int) {
 		}
 		if !p.nextReclaim.IsZero() && !now.Before(p.nextReclaim) && idle > p.cfg.MinIdle {
 			excess = max(excess, min(p.cfg.IdleReclaimBatch, idle-p.cfg.MinIdle))
-			p.nextReclaim = now.Add(p.cfg.IdleReclaimInterval)
+			p.nextReclaim = now.Add(p.reclaimInterval())
 		}
 	}
 	if excess <= 0 {
@@ -391,7 +428,7 @@ func (p *MultiIP) releaseENILocked(ctx context.Context, e *eniSlot) {
 		}
 		delete(p.enis, e.ID)
 		p.vsw.Released(e.VSwitchID)
-		p.lastChange = p.clock.Now()
+		// Not a change for idle reclaim (lastChange): see IdleReclaimAfter.
 		p.kick()
 	}()
 }
@@ -426,7 +463,7 @@ func (p *MultiIP) unassignLocked(ctx context.Context, e *eniSlot, drop []*ipSlot
 		}
 		e.ips = slices.DeleteFunc(e.ips, func(s *ipSlot) bool { return slices.Contains(drop, s) })
 		p.vsw.Released(e.VSwitchID)
-		p.lastChange = p.clock.Now()
+		// Not a change for idle reclaim (lastChange): see IdleReclaimAfter.
 		p.kick()
 	}()
 }

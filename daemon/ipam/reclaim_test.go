@@ -1,0 +1,145 @@
+package ipam
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+// TestIdleReclaimJitter drives idle reclaim on a fake clock: the first
+// round comes when the pool has been quiet for IdleReclaimAfter, and
+// each next one after the interval stretched by a random part of up to
+// IdleReclaimJitter × interval — exactly the interval with factor 0. The
+// clock is set to 1ns before each round's time (no round) and then to
+// that time (a round, with nothing else moving the clock), so the loop's
+// timer is armed for exactly the jittered time. The pool's own unassigns
+// do not restart the quiet period: with IdleReclaimAfter below the
+// interval, rounds come an interval apart, not IdleReclaimAfter apart.
+func TestIdleReclaimJitter(t *testing.T) {
+	const (
+		interval = 10 * time.Minute
+		after    = 4 * time.Minute
+		addrs    = 6 // one ENI: the primary and 5 secondaries, one per round
+	)
+	for _, factor := range []float64{0, 0.5} {
+		t.Run(fmt.Sprintf("factor=%g", factor), func(t *testing.T) {
+			e := newEnv(t, nil)
+			e.cfg.MinIdle, e.cfg.MaxIdle = 0, 15
+			e.cfg.BatchWindow = 0 // a fake-clock timer would hold every demand
+			e.cfg.SyncPeriod = 24 * time.Hour
+			e.cfg.IdleReclaimAfter, e.cfg.IdleReclaimInterval, e.cfg.IdleReclaimBatch = after, interval, 1
+			e.cfg.IdleReclaimJitter = factor
+			clk := testingclock.NewFakeClock(time.Unix(1_700_000_000, 0))
+			p, err := NewMultiIP(e.cfg, e.node, e.vsw, clk, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Restore(ctxT(t), nil); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { p.Run(ctx); close(done) }()
+			t.Cleanup(func() { cancel(); <-done })
+
+			// One at a time, so that they land on one ENI.
+			for i := range addrs {
+				if _, err := p.Allocate(ctxT(t), fmt.Sprintf("ns/p%d", i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range addrs {
+				p.Release(fmt.Sprintf("ns/p%d", i), time.Time{})
+			}
+			settled := func() bool {
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				for _, s := range p.enis {
+					if s.busy {
+						return false
+					}
+				}
+				return p.inflight == 0 && p.creating == 0 && len(p.waiters) == 0
+			}
+			eventually(t, "the pool to settle", settled)
+			if st := p.Stats(); st.ENIs != 1 || st.Idle != addrs {
+				t.Fatalf("before reclaim: %+v, want %d idle on one ENI", st, addrs)
+			}
+			quiet := clk.Now().Add(after)
+
+			// roundAt sets the clock 1ns before at (nothing is given back)
+			// and then to at (one address is), and returns the time the
+			// round drew for the next one.
+			idle := addrs
+			roundAt := func(at time.Time) time.Time {
+				t.Helper()
+				clk.SetTime(at.Add(-time.Nanosecond))
+				time.Sleep(50 * time.Millisecond)
+				clk.Step(0)
+				time.Sleep(20 * time.Millisecond)
+				if got := p.Stats().Idle; got != idle {
+					t.Fatalf("%v before the round's time: %d idle, want %d", time.Nanosecond, got, idle)
+				}
+				clk.SetTime(at)
+				eventually(t, fmt.Sprintf("a round at %v", at.Sub(quiet)), func() bool {
+					clk.Step(0) // fires a timer armed for now after the SetTime
+					return p.Stats().Idle == idle-1
+				})
+				idle--
+				eventually(t, "the round's unassign to finish", settled)
+				p.mu.Lock()
+				next := p.nextReclaim
+				p.mu.Unlock()
+				if !next.After(at) {
+					t.Fatalf("after the round at %v the pool plans none (next %v): its own unassign restarted the quiet period?",
+						at.Sub(quiet), next)
+				}
+				return next
+			}
+			at := quiet
+			var waits []time.Duration
+			for len(waits) < addrs-2 {
+				next := roundAt(at)
+				waits = append(waits, next.Sub(at))
+				at = next
+			}
+			roundAt(at)
+			t.Logf("waits between rounds: %v", waits)
+			for i, w := range waits {
+				if factor == 0 && w != interval {
+					t.Errorf("wait %d is %v, want exactly %v with factor 0", i, w, interval)
+				}
+				if hi := time.Duration(float64(interval) * (1 + factor)); w < interval || (factor > 0 && w >= hi) {
+					t.Errorf("wait %d is %v, want within [%v, %v)", i, w, interval, hi)
+				}
+			}
+			if factor > 0 {
+				same := true
+				for _, w := range waits[1:] {
+					same = same && w == waits[0]
+				}
+				if same {
+					t.Errorf("all %d waits are %v: not jittered", len(waits), waits[0])
+				}
+			}
+			if st := p.Stats(); st.Idle != 1 || len(e.cloudAddrs()) != 1 {
+				t.Errorf("after %d rounds: %+v, cloud holds %d addresses; want 1", addrs-1, st, len(e.cloudAddrs()))
+			}
+		})
+	}
+}
+
+// TestIdleReclaimJitterFactorChecked: a jitter factor that is negative or
+// not a finite number is refused, not turned into a negative or random wait.
+func TestIdleReclaimJitterFactorChecked(t *testing.T) {
+	for _, f := range []float64{-0.1, math.NaN(), math.Inf(1)} {
+		cfg := MultiIPConfig{MaxENI: 1, IPsPerENI: 2, IdleReclaimJitter: f}
+		if _, err := NewMultiIP(cfg, nil, nil, nil, nil, nil); err == nil {
+			t.Errorf("jitter factor %g accepted", f)
+		}
+	}
+}
