@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -288,8 +289,11 @@ func (d *Daemon) initCloud(ctx context.Context) error {
 }
 
 // ownershipTags mark the ENIs this daemon creates, so that it (and only
-// it) can recognise and sweep its own orphans.
-func (d *Daemon) ownershipTags() map[string]string {
+// it) can recognise and sweep its own orphans. They include eni_tag_filter:
+// the daemon manages only ENIs carrying the filter's tags, its own among
+// them. A filter that contradicts eni_tags or the daemon's own tags is
+// refused, since the daemon would lose track of every ENI it creates.
+func (d *Daemon) ownershipTags() (map[string]string, error) {
 	tags := map[string]string{}
 	for k, v := range d.cfg.ENITags {
 		tags[k] = v
@@ -299,7 +303,21 @@ func (d *Daemon) ownershipTags() map[string]string {
 	if d.cfg.ClusterID != "" {
 		tags["terway.alibabacloud.com/cluster-id"] = d.cfg.ClusterID
 	}
-	return tags
+	keys := make([]string, 0, len(d.cfg.ENITagFilter))
+	for k := range d.cfg.ENITagFilter {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := d.cfg.ENITagFilter[k]
+		if got, ok := tags[k]; ok && got != v {
+			return nil, &config.KeyError{Key: "eni_tag_filter", Err: fmt.Errorf(
+				"%s=%q contradicts the tag %s=%q the daemon puts on the ENIs it creates (eni_tags, creator, instance or cluster_id): it would not manage its own ENIs",
+				k, v, k, got)}
+		}
+		tags[k] = v
+	}
+	return tags, nil
 }
 
 func (d *Daemon) initPool(ctx context.Context) error {
@@ -331,6 +349,10 @@ func (d *Daemon) initPool(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	tags, err := d.ownershipTags()
+	if err != nil {
+		return err
+	}
 	growth := d.backoffSet().Get(backoff.PoolGrowth)
 	enis := func() (*ipam.ENIPool, error) {
 		sizes, err := d.cfg.PoolSizes(capa.MaxENI, 1)
@@ -338,8 +360,9 @@ func (d *Daemon) initPool(ctx context.Context) error {
 			return nil, err
 		}
 		return ipam.NewENIPool(ipam.ENIPoolConfig{MaxENI: capa.MaxENI, MinIdle: sizes.MinPoolSize, MaxIdle: sizes.MaxPoolSize,
-			DualStack: dual, SyncPeriod: d.cfg.PoolCheckPeriod.Duration, SecurityGroups: sgs, Tags: d.ownershipTags(),
-			ResourceGroupID: d.cfg.ResourceGroupID, FailureBackoff: growth.Duration, FailureBackoffCap: growth.Cap},
+			DualStack: dual, SyncPeriod: d.cfg.PoolCheckPeriod.Duration, SecurityGroups: sgs, Tags: tags,
+			TagFilter: d.cfg.ENITagFilter, ResourceGroupID: d.cfg.ResourceGroupID, FailureBackoff: growth.Duration,
+			FailureBackoffCap: growth.Cap},
 			d.node, vp, d.clock, d.log, nodeEvents{d})
 	}
 	switch d.mode {
@@ -355,8 +378,8 @@ func (d *Daemon) initPool(ctx context.Context) error {
 			IdleReclaimAfter: d.cfg.IdleIPReclaimAfter.Duration, IdleReclaimInterval: d.cfg.IdleIPReclaimInterval.Duration,
 			IdleReclaimBatch: d.cfg.IdleIPReclaimBatchSize, IdleReclaimJitter: float64(d.cfg.IdleIPReclaimJitterFactor),
 			SyncPeriod: d.cfg.PoolCheckPeriod.Duration, FailureBackoff: growth.Duration, FailureBackoffCap: growth.Cap,
-			PackENIs: d.cfg.ENISelectionPolicy != config.ENILeastIPs, SecurityGroups: sgs, Tags: d.ownershipTags(),
-			ResourceGroupID: d.cfg.ResourceGroupID}, d.node, vp, d.clock, d.log, nodeEvents{d})
+			PackENIs: d.cfg.ENISelectionPolicy != config.ENILeastIPs, SecurityGroups: sgs, Tags: tags,
+			TagFilter: d.cfg.ENITagFilter, ResourceGroupID: d.cfg.ResourceGroupID}, d.node, vp, d.clock, d.log, nodeEvents{d})
 		if err != nil {
 			return err
 		}

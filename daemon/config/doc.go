@@ -52,7 +52,15 @@
 //   - eni_tags (object, none): tags added to every ENI the daemon creates, next
 //     to its own ownership tags.
 //   - eni_tag_filter (object, none): when set, only ENIs carrying all these
-//     tags are managed; other attached ENIs are left alone.
+//     tags are managed; other attached ENIs are left alone: never adopted (at
+//     start or by the pool's sync), released, detached or deleted (the orphan
+//     sweeps included), and their addresses are never handed to pods. Such
+//     an ENI still takes one of the instance's ENI slots: the cloud refuses
+//     an attach beyond the instance type's limit and the pool then pauses
+//     ENI creation, but the published capacity (max pods) does not subtract
+//     it. The ENIs the daemon creates carry these tags next to eni_tags and
+//     its ownership tags, so it keeps managing its own; a filter that
+//     contradicts those tags is refused at start.
 //   - rate_limit (object API name → calls per minute): client-side limits per
 //     ECS/VPC API; N allows N/60 calls per second with a burst of N. Entries
 //     override the defaults one API at a time; "*" covers every API without an

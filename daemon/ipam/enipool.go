@@ -35,6 +35,12 @@ type ENIPoolConfig struct {
 	SecurityGroups  []string
 	Tags            map[string]string
 	ResourceGroupID string
+	// TagFilter, when set, limits the pool to the ENIs that carry all of
+	// these tags (eni_tag_filter): other ENIs attached to the node are
+	// neither adopted nor released nor swept, though they take instance
+	// ENI slots. Tags must include them, or the pool would not know its
+	// own ENIs after a restart.
+	TagFilter map[string]string
 }
 
 // ENIPool hands whole ENIs to pods (ENIOnly mode, and exclusive-ENI pods
@@ -78,6 +84,9 @@ type eniRes struct {
 func NewENIPool(cfg ENIPoolConfig, node *cloud.Node, vsw *cloud.VSwitchPool, c clock.WithTicker, log *slog.Logger, ev Events) (*ENIPool, error) {
 	if cfg.MaxENI < 1 {
 		return nil, fmt.Errorf("max ENIs %d must be at least 1", cfg.MaxENI)
+	}
+	if err := checkTagFilter(cfg.Tags, cfg.TagFilter); err != nil {
+		return nil, err
 	}
 	cfg.MaxIdle = min(cfg.MaxIdle, cfg.MaxENI)
 	cfg.MinIdle = min(cfg.MinIdle, cfg.MaxIdle)
@@ -435,9 +444,10 @@ func (p *ENIPool) releaseENILocked(ctx context.Context, r *eniRes) {
 	}()
 }
 
-// Restore adopts the secondary ENIs attached to this node (waiting out
-// attaches in flight, finishing detaches), sweeps our Available orphans
-// and marks the ENIs of holdings in use.
+// Restore adopts the secondary ENIs attached to this node (with
+// TagFilter, only those that carry its tags; waiting out attaches in
+// flight, finishing detaches), sweeps our Available orphans and marks the
+// ENIs of holdings in use.
 func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreReport, error) {
 	var rep RestoreReport
 	attached, err := p.node.API.DescribeENIs(ctx, cloud.ENIFilter{InstanceID: p.node.Instance.ID})
@@ -446,6 +456,10 @@ func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 	}
 	for _, e := range attached {
 		if e.Type != "Secondary" {
+			continue
+		}
+		if !hasTags(e, p.cfg.TagFilter) {
+			p.log.Info("restore: leaving alone an attached ENI without the tags of eni_tag_filter", "eni", e.ID, "status", e.Status)
 			continue
 		}
 		switch e.Status {
@@ -475,8 +489,13 @@ func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 			return rep, fmt.Errorf("sweep orphan ENIs: %w", err)
 		}
 		for _, e := range orphans {
+			// Checked here too, not left to the API's tag filter: Trunk
+			// and Member ENIs are never ours to delete.
+			if e.Type != "Secondary" || !hasTags(e, p.cfg.Tags) {
+				continue
+			}
 			if err := p.node.API.DeleteENI(ctx, e.ID); err != nil {
-				return rep, err
+				return rep, fmt.Errorf("sweep orphan ENI %s: %w", e.ID, err)
 			}
 			rep.Swept = append(rep.Swept, e.ID)
 		}

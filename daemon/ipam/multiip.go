@@ -103,6 +103,12 @@ type MultiIPConfig struct {
 	SecurityGroups  []string
 	Tags            map[string]string
 	ResourceGroupID string
+	// TagFilter, when set, limits the pool to the ENIs that carry all of
+	// these tags (eni_tag_filter): other ENIs attached to the node are
+	// neither adopted nor released nor swept, though they take instance
+	// ENI slots. Tags must include them, or the pool would not know its
+	// own ENIs after a restart.
+	TagFilter map[string]string
 }
 
 func (c *MultiIPConfig) defaults() error {
@@ -145,7 +151,7 @@ func (c *MultiIPConfig) defaults() error {
 	if !(c.IdleReclaimJitter >= 0) || math.IsInf(c.IdleReclaimJitter, 0) {
 		return fmt.Errorf("idle reclaim jitter factor %g must be a finite number >= 0", c.IdleReclaimJitter)
 	}
-	return nil
+	return checkTagFilter(c.Tags, c.TagFilter)
 }
 
 // maxPerCall is how many addresses one Assign or Unassign call carries

@@ -37,7 +37,8 @@ type RestoreReport struct {
 }
 
 // Restore rebuilds the pool at start from what the cloud and metadata say
-// is attached to this node, then marks the addresses of holdings in use.
+// is attached to this node (with TagFilter, only the ENIs that carry its
+// tags), then marks the addresses of holdings in use.
 // ENIs caught mid-attach are waited for, ENIs caught mid-detach are
 // finished off, and our own Available ENIs (tagged with Tags) are
 // deleted: a daemon killed at any point neither leaks nor double-assigns.
@@ -51,6 +52,10 @@ func (p *MultiIP) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 	for _, e := range attached {
 		if e.Type != "Secondary" {
 			continue // eth0 and trunks are not pool ENIs
+		}
+		if !hasTags(e, p.cfg.TagFilter) {
+			p.log.Info("restore: leaving alone an attached ENI without the tags of eni_tag_filter", "eni", e.ID, "status", e.Status)
+			continue
 		}
 		switch e.Status {
 		case cloud.StatusAttaching:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"sort"
 	"time"
 
 	"github.com/terway-sim/terway/daemon/cloud"
@@ -21,6 +22,10 @@ import (
 //
 // ENIs of another type (Trunk, Member, the primary) and ENIs whose tags
 // name another owner (creator, cluster or instance) are never touched.
+// Neither are ENIs that lack a tag of the pool's TagFilter
+// (eni_tag_filter): the pool's Tags include the filter (checkTagFilter),
+// so here and in the orphan sweeps "carries every ownership tag" implies
+// "passes the filter".
 //
 // A pool's own creation is tagged and attaching before the pool knows the
 // ENI: creations report their ENI's ID as soon as it exists (OnCreated)
@@ -260,6 +265,25 @@ func (p *ENIPool) sync(ctx context.Context) {
 	}
 }
 
+// checkTagFilter makes sure that the ENIs a pool creates with tags pass
+// its filter: one that did not would be managed until the next restart,
+// then neither adopted nor swept — a leak.
+func checkTagFilter(tags, filter map[string]string) error {
+	keys := make([]string, 0, len(filter))
+	for k := range filter {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if got, ok := tags[k]; !ok || got != filter[k] {
+			return fmt.Errorf("ENI tag filter %s=%q: the ENIs the pool creates are not tagged so (tags %v), it would not recognise its own ENIs", k, filter[k], tags)
+		}
+	}
+	return nil
+}
+
+// hasTags reports whether e carries every one of tags with the same
+// value; no tags: true.
 func hasTags(e cloud.ENI, tags map[string]string) bool {
 	for k, v := range tags {
 		if got, ok := e.Tags[k]; !ok || got != v {

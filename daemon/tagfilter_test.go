@@ -1,0 +1,229 @@
+package daemon
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk"
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/requests"
+	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
+
+	"github.com/terway-sim/terway/daemon/cloud"
+	"github.com/terway-sim/terway/daemon/rpc"
+	"github.com/terway-sim/terway/fakecloud"
+)
+
+// TestENITagFilter runs the daemon with eni_tag_filter {"team": "net"}
+// next to ENIs that carry every ownership tag of the lab's daemon but not
+// the filter's: one attached before the daemon starts (the restore meets
+// it), one attached after (the pool's sync meets it), one Available (the
+// orphan sweeps meet it). Across a start, syncs, GC and a restart they
+// stay as they were — attached with the same addresses, or Available —
+// and the pool never holds them. An Available ENI of ours that does carry
+// the filter is still swept, and the ENIs the daemon creates carry the
+// filter's tags with its ownership tags and are managed: restored after
+// the restart with the pods' addresses on them. In ENIOnly mode the two
+// attached ENIs leave the ecs.g7.xlarge (4 ENIs) one slot for the daemon:
+// a second exclusive pod is refused, and neither of them is taken for it.
+func TestENITagFilter(t *testing.T) {
+	for _, mode := range []string{ModeENIMultiIP, ModeENIOnly} {
+		t.Run(mode, func(t *testing.T) { tagFilterRun(t, mode) })
+	}
+}
+
+func tagFilterRun(t *testing.T, mode string) {
+	filter := map[string]string{"team": "net"}
+	l := newLab(t)
+	l.conf = strings.Replace(l.conf, `"pool_check_period":"1h"`, `"pool_check_period":"100ms"`, 1)
+	l.conf = strings.Replace(l.conf, `"cluster_id":"c-test"`, `"cluster_id":"c-test","eni_tag_filter":{"team":"net"}`, 1)
+	pods := []string{"p0", "p1", "p2"}
+	if mode == ModeENIOnly {
+		l.conf = strings.Replace(l.conf, `"max_pool_size":5`, `"max_pool_size":0`, 1)
+		pods = []string{"p0"}
+	}
+	if got := l.daemonConfig().ENITagFilter; !maps.Equal(got, filter) {
+		t.Fatalf("lab config has eni_tag_filter %v, want %v", got, filter)
+	}
+	for _, p := range append(slices.Clone(pods), "extra") {
+		l.pod("tf", p, nil)
+	}
+	withFilter := maps.Clone(ourTags)
+	maps.Copy(withFilter, filter)
+
+	type other struct {
+		what   string
+		tags   map[string]string
+		attach string // "before" or "after" the daemon starts, or ""
+		id     string
+		was    fakecloud.ENIView // as it was once set up
+	}
+	others := []*other{
+		{what: "ours without the filter tag, attached before start", tags: ourTags, attach: "before"},
+		{what: "ours without the filter tag, attached after start", tags: ourTags, attach: "after"},
+		{what: "ours without the filter tag, Available", tags: ourTags},
+	}
+	orphan := &other{what: "ours with the filter tag, Available", tags: withFilter}
+	// The SDK's constructors race with the daemon's: create and attach
+	// through it before the daemon starts.
+	cfg := sdk.NewConfig()
+	cfg.Scheme = "HTTP"
+	ec, err := ecs.NewClientWithOptions(fakecloud.DefaultRegion, cfg, credentials.NewAccessKeyCredential(testAK, testSK))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec.Domain = strings.TrimPrefix(l.apiURL, "http://")
+	for _, o := range append(slices.Clone(others), orphan) {
+		req := ecs.CreateCreateNetworkInterfaceRequest()
+		req.VSwitchId = "vsw-bp1lab0000000000001"
+		req.SecurityGroupIds = &[]string{fakecloud.DefaultSecurityGroup}
+		req.SecondaryPrivateIpAddressCount = requests.NewInteger(2)
+		var tags []ecs.CreateNetworkInterfaceTag
+		for k, v := range o.tags {
+			tags = append(tags, ecs.CreateNetworkInterfaceTag{Key: k, Value: v})
+		}
+		req.Tag = &tags
+		resp, err := ec.CreateNetworkInterface(req)
+		if err != nil {
+			t.Fatalf("create %s: %v", o.what, err)
+		}
+		o.id = resp.NetworkInterfaceId
+	}
+	status := func(id string) string {
+		v, ok := l.cloud.ENI(id)
+		if !ok {
+			return "gone"
+		}
+		return v.Status
+	}
+	for _, o := range others {
+		eventually(t, o.what+" Available", func() bool { return status(o.id) == fakecloud.ENIAvailable })
+		if o.attach != "before" {
+			continue
+		}
+		req := ecs.CreateAttachNetworkInterfaceRequest()
+		req.NetworkInterfaceId, req.InstanceId = o.id, node1
+		if _, err := ec.AttachNetworkInterface(req); err != nil {
+			t.Fatalf("attach %s: %v", o.what, err)
+		}
+		eventually(t, o.what+" InUse", func() bool { return status(o.id) == fakecloud.ENIInUse })
+	}
+
+	d, c, stop := l.daemon(func(o *Options) { o.Mode = mode })
+	for _, o := range others {
+		if o.attach != "after" {
+			continue
+		}
+		if err := d.node.API.AttachENI(ctxT(t), o.id, node1); err != nil {
+			t.Fatalf("attach %s: %v", o.what, err)
+		}
+		if _, err := d.node.API.WaitENIStatus(ctxT(t), o.id, cloud.StatusInUse); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range others {
+		o.was, _ = l.cloud.ENI(o.id)
+	}
+	got := map[string]string{}
+	for _, p := range pods {
+		r, err := alloc(t, c, "tf", p, "c-"+p)
+		if err != nil {
+			t.Fatalf("allocate %s: %v", p, err)
+		}
+		got[p] = podIP(r)
+	}
+	if mode == ModeENIOnly {
+		// The instance's last ENI slot is taken: the attach of another
+		// ENI is refused, and the pod with it.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		_, err := c.AllocIP(ctx, &rpc.AllocIPRequest{K8SPodNamespace: "tf", K8SPodName: "extra", K8SPodInfraContainerId: "c-extra",
+			Netns: "/var/run/netns/c-extra", IfName: "eth0"})
+		cancel()
+		if err == nil {
+			t.Error("a second exclusive ENI was handed out on a node whose other ENI slots hold ENIs outside the filter")
+		}
+	}
+
+	check := func(d *Daemon, when string) {
+		t.Helper()
+		time.Sleep(time.Second) // ten pool sync periods
+		if err := d.GC(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		known := map[string]bool{}
+		for _, a := range d.mgr.addresses() {
+			known[a.IP.ENIID] = true
+		}
+		for _, o := range others {
+			v, ok := l.cloud.ENI(o.id)
+			switch {
+			case !ok:
+				t.Errorf("%s: %s (%s) was deleted", when, o.what, o.id)
+			case known[o.id]:
+				t.Errorf("%s: %s (%s) is in the pool", when, o.what, o.id)
+			case v.Status != o.was.Status || v.InstanceID != o.was.InstanceID:
+				t.Errorf("%s: %s (%s) is %s on %q, was %s on %q", when, o.what, o.id, v.Status, v.InstanceID, o.was.Status, o.was.InstanceID)
+			case v.PrimaryIP != o.was.PrimaryIP || !slices.Equal(v.IPv4, o.was.IPv4):
+				t.Errorf("%s: %s (%s) has addresses %v %v, had %v %v", when, o.what, o.id, v.PrimaryIP, v.IPv4, o.was.PrimaryIP, o.was.IPv4)
+			}
+		}
+		if st := status(orphan.id); st != "gone" && st != fakecloud.ENIDeleting {
+			t.Errorf("%s: %s (%s) is %s, want swept", when, orphan.what, orphan.id, st)
+		}
+		var created []string
+		for _, e := range l.cloud.ENIs() {
+			if e.Type != fakecloud.ENITypeSecondary || e.InstanceID != node1 || e.ID == others[0].id || e.ID == others[1].id {
+				continue
+			}
+			created = append(created, e.ID)
+			for k, v := range withFilter {
+				if e.Tags[k] != v {
+					t.Errorf("%s: ENI %s the daemon created has tags %v, want %s=%s among them", when, e.ID, e.Tags, k, v)
+				}
+			}
+			if !known[e.ID] {
+				t.Errorf("%s: ENI %s the daemon created is not in its pool", when, e.ID)
+			}
+		}
+		if len(created) == 0 {
+			t.Errorf("%s: no ENI of the daemon's on the node", when)
+		}
+		for _, p := range pods {
+			r, err := alloc(t, c, "tf", p, "c-"+p) // a retried ADD: the same answer
+			if err != nil || podIP(r) != got[p] {
+				t.Errorf("%s: pod %s has %v (%v), had %s", when, p, r, err, got[p])
+			}
+		}
+	}
+	check(d, "first run")
+	stop()
+	d, c, _ = l.daemon(func(o *Options) { o.Mode = mode })
+	check(d, "after a restart")
+}
+
+// TestENITagFilterContradiction: a filter that the daemon's own tags
+// contradict would leave every ENI it creates unmanaged after a restart;
+// the daemon refuses to start with it.
+func TestENITagFilterContradiction(t *testing.T) {
+	for _, filter := range []string{`{"creator":"someone-else"}`, `{"team":"ops"}`} {
+		l := newLab(t)
+		l.conf = strings.Replace(l.conf, `"cluster_id":"c-test"`,
+			`"cluster_id":"c-test","eni_tags":{"team":"net"},"eni_tag_filter":`+filter, 1)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		d, err := New(ctx, Options{Mode: ModeENIMultiIP, Config: l.daemonConfig(), NodeName: nodeName, Kube: l.kube, StoreNoSync: true})
+		cancel()
+		if err == nil {
+			d.Close()
+			t.Errorf("eni_tag_filter %s accepted next to eni_tags team=net", filter)
+			continue
+		}
+		if !strings.Contains(err.Error(), "eni_tag_filter") {
+			t.Errorf("eni_tag_filter %s refused with %v, want the key named", filter, err)
+		}
+	}
+}
