@@ -288,20 +288,28 @@ func (d *Daemon) initCloud(ctx context.Context) error {
 	return nil
 }
 
-// ownershipTags mark the ENIs this daemon creates, so that it (and only
-// it) can recognise and sweep its own orphans. They include eni_tag_filter:
-// the daemon manages only ENIs carrying the filter's tags, its own among
-// them. A filter that contradicts eni_tags or the daemon's own tags is
-// refused, since the daemon would lose track of every ENI it creates.
-func (d *Daemon) ownershipTags() (map[string]string, error) {
-	tags := map[string]string{}
+// ownershipTags are the tags the daemon creates ENIs with (tags: eni_tags,
+// its own and eni_tag_filter) and the part of them that marks an ENI as
+// its own (owner: creator, instance, cluster and eni_tag_filter), so that
+// it (and only it) recognises and sweeps its own ENIs, also those created
+// before eni_tags changed. The daemon manages only ENIs carrying the
+// filter's tags, its own among them. A filter that contradicts eni_tags
+// or the daemon's own tags is refused, since the daemon would lose track
+// of every ENI it creates.
+func (d *Daemon) ownershipTags() (tags, owner map[string]string, err error) {
+	owner = map[string]string{
+		"creator":                             "terway",
+		"terway.alibabacloud.com/instance-id": d.node.Instance.ID,
+	}
+	if d.cfg.ClusterID != "" {
+		owner["terway.alibabacloud.com/cluster-id"] = d.cfg.ClusterID
+	}
+	tags = map[string]string{}
 	for k, v := range d.cfg.ENITags {
 		tags[k] = v
 	}
-	tags["creator"] = "terway"
-	tags["terway.alibabacloud.com/instance-id"] = d.node.Instance.ID
-	if d.cfg.ClusterID != "" {
-		tags["terway.alibabacloud.com/cluster-id"] = d.cfg.ClusterID
+	for k, v := range owner {
+		tags[k] = v
 	}
 	keys := make([]string, 0, len(d.cfg.ENITagFilter))
 	for k := range d.cfg.ENITagFilter {
@@ -311,13 +319,13 @@ func (d *Daemon) ownershipTags() (map[string]string, error) {
 	for _, k := range keys {
 		v := d.cfg.ENITagFilter[k]
 		if got, ok := tags[k]; ok && got != v {
-			return nil, &config.KeyError{Key: "eni_tag_filter", Err: fmt.Errorf(
+			return nil, nil, &config.KeyError{Key: "eni_tag_filter", Err: fmt.Errorf(
 				"%s=%q contradicts the tag %s=%q the daemon puts on the ENIs it creates (eni_tags, creator, instance or cluster_id): it would not manage its own ENIs",
 				k, v, k, got)}
 		}
-		tags[k] = v
+		tags[k], owner[k] = v, v
 	}
-	return tags, nil
+	return tags, owner, nil
 }
 
 func (d *Daemon) initPool(ctx context.Context) error {
@@ -349,7 +357,7 @@ func (d *Daemon) initPool(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tags, err := d.ownershipTags()
+	tags, owner, err := d.ownershipTags()
 	if err != nil {
 		return err
 	}
@@ -360,7 +368,7 @@ func (d *Daemon) initPool(ctx context.Context) error {
 			return nil, err
 		}
 		return ipam.NewENIPool(ipam.ENIPoolConfig{MaxENI: capa.MaxENI, MinIdle: sizes.MinPoolSize, MaxIdle: sizes.MaxPoolSize,
-			DualStack: dual, SyncPeriod: d.cfg.PoolCheckPeriod.Duration, SecurityGroups: sgs, Tags: tags,
+			DualStack: dual, SyncPeriod: d.cfg.PoolCheckPeriod.Duration, SecurityGroups: sgs, Tags: tags, Owner: owner,
 			TagFilter: d.cfg.ENITagFilter, ResourceGroupID: d.cfg.ResourceGroupID, FailureBackoff: growth.Duration,
 			FailureBackoffCap: growth.Cap},
 			d.node, vp, d.clock, d.log, nodeEvents{d})
@@ -378,7 +386,7 @@ func (d *Daemon) initPool(ctx context.Context) error {
 			IdleReclaimAfter: d.cfg.IdleIPReclaimAfter.Duration, IdleReclaimInterval: d.cfg.IdleIPReclaimInterval.Duration,
 			IdleReclaimBatch: d.cfg.IdleIPReclaimBatchSize, IdleReclaimJitter: float64(d.cfg.IdleIPReclaimJitterFactor),
 			SyncPeriod: d.cfg.PoolCheckPeriod.Duration, FailureBackoff: growth.Duration, FailureBackoffCap: growth.Cap,
-			PackENIs: d.cfg.ENISelectionPolicy != config.ENILeastIPs, SecurityGroups: sgs, Tags: tags,
+			PackENIs: d.cfg.ENISelectionPolicy != config.ENILeastIPs, SecurityGroups: sgs, Tags: tags, Owner: owner,
 			TagFilter: d.cfg.ENITagFilter, ResourceGroupID: d.cfg.ResourceGroupID}, d.node, vp, d.clock, d.log, nodeEvents{d})
 		if err != nil {
 			return err

@@ -200,7 +200,8 @@ func TestLostAttachAnswerLeaksNoENI(t *testing.T) {
 // node and next to it — a Trunk ENI with our tags, secondary ENIs tagged
 // for another instance, another cluster or by another creator, attached
 // and Available — and checks that several pool syncs and a GC neither
-// adopt nor detach nor delete any of them.
+// adopt nor detach nor delete any of them; then restarts the daemon, whose
+// restore meets them attached, and checks again.
 func TestForeignENIsSurviveSync(t *testing.T) {
 	l := newLab(t)
 	l.conf = strings.Replace(l.conf, `"pool_check_period":"1h"`, `"pool_check_period":"100ms"`, 1)
@@ -225,6 +226,7 @@ func TestForeignENIsSurviveSync(t *testing.T) {
 		{what: "tagged for another cluster, attached", typ: "Secondary", tags: with("terway.alibabacloud.com/cluster-id", "c-other"), attach: true},
 		{what: "trunk with our tags, Available", typ: "Trunk", tags: ourTags},
 		{what: "another creator, Available", typ: "Secondary", tags: with("creator", "someone-else")},
+		{what: "untagged, Available", typ: "Secondary"},
 	}
 	// The SDK's constructors race with the daemon's: create before it starts.
 	cfg := sdk.NewConfig()
@@ -249,9 +251,9 @@ func TestForeignENIsSurviveSync(t *testing.T) {
 		}
 		f.id = resp.NetworkInterfaceId
 	}
-	d, _, _ := l.daemon(nil)
+	d, _, stop := l.daemon(nil)
 	// Attached after the daemon started: it is the periodic sync that
-	// meets them, not the restore.
+	// meets them, then the restore of the restart.
 	for _, f := range enis {
 		if !f.attach {
 			continue
@@ -270,32 +272,39 @@ func TestForeignENIsSurviveSync(t *testing.T) {
 			}
 		}
 	}
-	time.Sleep(time.Second) // ten sync periods
-	if err := d.GC(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond)
-	known := map[string]bool{}
-	for _, a := range d.mgr.addresses() {
-		known[a.IP.ENIID] = true
-	}
-	views := map[string]fakecloud.ENIView{}
-	for _, e := range l.cloud.ENIs() {
-		views[e.ID] = e
-	}
-	for _, f := range enis {
-		v, ok := views[f.id]
-		switch {
-		case !ok:
-			t.Errorf("%s (%s) was deleted", f.what, f.id)
-		case known[f.id]:
-			t.Errorf("%s (%s) was adopted by the pool", f.what, f.id)
-		case f.attach && (v.Status != fakecloud.ENIInUse || v.InstanceID != node1):
-			t.Errorf("%s (%s) is %s on %q, want InUse on %s", f.what, f.id, v.Status, v.InstanceID, node1)
-		case !f.attach && v.Status != fakecloud.ENIAvailable:
-			t.Errorf("%s (%s) is %s, want Available", f.what, f.id, v.Status)
+	check := func(d *Daemon, when string) {
+		t.Helper()
+		time.Sleep(time.Second) // ten sync periods
+		if err := d.GC(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		known := map[string]bool{}
+		for _, a := range d.mgr.addresses() {
+			known[a.IP.ENIID] = true
+		}
+		views := map[string]fakecloud.ENIView{}
+		for _, e := range l.cloud.ENIs() {
+			views[e.ID] = e
+		}
+		for _, f := range enis {
+			v, ok := views[f.id]
+			switch {
+			case !ok:
+				t.Errorf("%s: %s (%s) was deleted", when, f.what, f.id)
+			case known[f.id]:
+				t.Errorf("%s: %s (%s) was adopted by the pool", when, f.what, f.id)
+			case f.attach && (v.Status != fakecloud.ENIInUse || v.InstanceID != node1):
+				t.Errorf("%s: %s (%s) is %s on %q, want InUse on %s", when, f.what, f.id, v.Status, v.InstanceID, node1)
+			case !f.attach && v.Status != fakecloud.ENIAvailable:
+				t.Errorf("%s: %s (%s) is %s, want Available", when, f.what, f.id, v.Status)
+			}
 		}
 	}
+	check(d, "first run")
+	stop()
+	d, _, _ = l.daemon(nil)
+	check(d, "after a restart")
 	if n := l.cloud.CallCount(fakecloud.CallFilter{Action: "DetachNetworkInterface"}) +
 		l.cloud.CallCount(fakecloud.CallFilter{Action: "DeleteNetworkInterface"}); n != 0 {
 		t.Errorf("%d detach/delete calls on a node whose only ENIs are foreign", n)

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -224,6 +225,87 @@ func TestENITagFilterContradiction(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), "eni_tag_filter") {
 			t.Errorf("eni_tag_filter %s refused with %v, want the key named", filter, err)
+		}
+	}
+}
+
+// TestENITagsChangeKeepsOwnENIs: the daemon recognises its ENIs by its
+// ownership tags (creator, instance, cluster, eni_tag_filter), not by
+// eni_tags. After eni_tags changes and the daemon restarts, the ENIs it
+// created before are still its own: restored with the running pods'
+// addresses, neither left alone (capacity lost) nor swept, and the ENIs it
+// creates from then on carry the new tags.
+func TestENITagsChangeKeepsOwnENIs(t *testing.T) {
+	l := newLab(t)
+	base := l.conf
+	l.conf = strings.Replace(base, `"cluster_id":"c-test"`, `"cluster_id":"c-test","eni_tags":{"team":"a"}`, 1)
+	for i := 0; i < 20; i++ {
+		l.pod("tg", fmt.Sprintf("p%02d", i), nil)
+	}
+	d, c, stop := l.daemon(nil)
+	got := map[string]string{}
+	for i := 0; i < 5; i++ {
+		p := fmt.Sprintf("p%02d", i)
+		r, err := alloc(t, c, "tg", p, "c-"+p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[p] = podIP(r)
+	}
+	before := map[string]bool{}
+	for _, e := range l.cloud.ENIs() {
+		if e.InstanceID == node1 && e.Type == fakecloud.ENITypeSecondary {
+			before[e.ID] = true
+		}
+	}
+	if len(before) == 0 {
+		t.Fatal("no ENI created")
+	}
+	_ = d
+	stop()
+	l.conf = strings.Replace(base, `"cluster_id":"c-test"`, `"cluster_id":"c-test","eni_tags":{"team":"b"}`, 1)
+	d, c, _ = l.daemon(nil)
+	for p, ip := range got {
+		r, err := alloc(t, c, "tg", p, "c-"+p) // a retried ADD: the same answer
+		if err != nil || podIP(r) != ip {
+			t.Errorf("after eni_tags changed, pod %s has %v (%v), had %s", p, r, err, ip)
+		}
+	}
+	// Fill the node: the old ENIs' addresses are used, new ENIs are tagged anew.
+	for i := 5; i < 20; i++ {
+		p := fmt.Sprintf("p%02d", i)
+		r, err := alloc(t, c, "tg", p, "c-"+p)
+		if err != nil {
+			t.Fatalf("allocate %s after eni_tags changed: %v", p, err)
+		}
+		for q, ip := range got {
+			if podIP(r) == ip {
+				t.Fatalf("%s got %s, the address of running pod %s", p, ip, q)
+			}
+		}
+		got[p] = podIP(r)
+	}
+	if err := d.GC(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	for _, a := range d.mgr.addresses() {
+		known[a.IP.ENIID] = true
+	}
+	for _, e := range l.cloud.ENIs() {
+		if e.InstanceID != node1 || e.Type != fakecloud.ENITypeSecondary {
+			continue
+		}
+		if !known[e.ID] {
+			t.Errorf("ENI %s (tags %v) attached to the node is not in the pool", e.ID, e.Tags)
+		}
+		if want := map[bool]string{true: "a", false: "b"}[before[e.ID]]; e.Tags["team"] != want {
+			t.Errorf("ENI %s has team=%q, want %q", e.ID, e.Tags["team"], want)
+		}
+	}
+	for id := range before {
+		if v, ok := l.cloud.ENI(id); !ok || v.InstanceID != node1 {
+			t.Errorf("ENI %s created before eni_tags changed is gone or detached", id)
 		}
 	}
 }

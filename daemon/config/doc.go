@@ -50,7 +50,11 @@
 //     AvailableIpAddressCount first. "most" (Terway's internal name for the
 //     same policy) is accepted and read as "ordered".
 //   - eni_tags (object, none): tags added to every ENI the daemon creates, next
-//     to its own ownership tags.
+//     to its own ownership tags (creator=terway, the instance's and the
+//     cluster's IDs). The daemon recognises its ENIs by the ownership tags
+//     (and eni_tag_filter) alone: changing eni_tags keeps the ENIs created
+//     before as its own. An ENI attached to the node without them (a user's,
+//     another cluster's or instance's) is never adopted, released or swept.
 //   - eni_tag_filter (object, none): when set, only ENIs carrying all these
 //     tags are managed; other attached ENIs are left alone: never adopted (at
 //     start or by the pool's sync), released, detached or deleted (the orphan

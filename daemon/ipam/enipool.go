@@ -41,6 +41,13 @@ type ENIPoolConfig struct {
 	// ENI slots. Tags must include them, or the pool would not know its
 	// own ENIs after a restart.
 	TagFilter map[string]string
+	// Owner is the part of Tags that marks an ENI as this pool's: the
+	// daemon's creator, instance and cluster tags and TagFilter. Restore,
+	// the stray sync and the orphan sweeps recognise an ENI by these alone,
+	// whatever else it carries: an ENI without them (another owner's, a
+	// user's) is never adopted or deleted, and one created before eni_tags
+	// changed is still ours. Nil: all of Tags.
+	Owner map[string]string
 }
 
 // ENIPool hands whole ENIs to pods (ENIOnly mode, and exclusive-ENI pods
@@ -80,12 +87,20 @@ type eniRes struct {
 	releasing     bool
 }
 
+// owner is Owner, or Tags without it.
+func (c *ENIPoolConfig) owner() map[string]string {
+	if c.Owner != nil {
+		return c.Owner
+	}
+	return c.Tags
+}
+
 // NewENIPool returns an empty pool; call Restore, then Run.
 func NewENIPool(cfg ENIPoolConfig, node *cloud.Node, vsw *cloud.VSwitchPool, c clock.WithTicker, log *slog.Logger, ev Events) (*ENIPool, error) {
 	if cfg.MaxENI < 1 {
 		return nil, fmt.Errorf("max ENIs %d must be at least 1", cfg.MaxENI)
 	}
-	if err := checkTagFilter(cfg.Tags, cfg.TagFilter); err != nil {
+	if err := checkTagFilter(cfg.Tags, cfg.Owner, cfg.TagFilter); err != nil {
 		return nil, err
 	}
 	cfg.MaxIdle = min(cfg.MaxIdle, cfg.MaxENI)
@@ -458,8 +473,10 @@ func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 		if e.Type != "Secondary" {
 			continue
 		}
-		if !hasTags(e, p.cfg.TagFilter) {
-			p.log.Info("restore: leaving alone an attached ENI without the tags of eni_tag_filter", "eni", e.ID, "status", e.Status)
+		if !hasTags(e, p.cfg.owner()) {
+			// Another owner's (or a user's): its addresses are not ours to
+			// hand out, nor the ENI ours to release.
+			p.log.Info("restore: leaving alone an attached ENI without our ownership tags (creator, instance, cluster, eni_tag_filter)", "eni", e.ID, "status", e.Status)
 			continue
 		}
 		switch e.Status {
@@ -483,15 +500,15 @@ func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 		rep.ENIs++
 		rep.Addresses++
 	}
-	if len(p.cfg.Tags) > 0 {
-		orphans, err := p.node.API.DescribeENIs(ctx, cloud.ENIFilter{Tags: p.cfg.Tags, Status: cloud.StatusAvailable})
+	if len(p.cfg.owner()) > 0 {
+		orphans, err := p.node.API.DescribeENIs(ctx, cloud.ENIFilter{Tags: p.cfg.owner(), Status: cloud.StatusAvailable})
 		if err != nil {
 			return rep, fmt.Errorf("sweep orphan ENIs: %w", err)
 		}
 		for _, e := range orphans {
 			// Checked here too, not left to the API's tag filter: Trunk
 			// and Member ENIs are never ours to delete.
-			if e.Type != "Secondary" || !hasTags(e, p.cfg.Tags) {
+			if e.Type != "Secondary" || !hasTags(e, p.cfg.owner()) {
 				continue
 			}
 			if err := p.node.API.DeleteENI(ctx, e.ID); err != nil {

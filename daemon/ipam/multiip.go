@@ -109,6 +109,13 @@ type MultiIPConfig struct {
 	// ENI slots. Tags must include them, or the pool would not know its
 	// own ENIs after a restart.
 	TagFilter map[string]string
+	// Owner is the part of Tags that marks an ENI as this pool's: the
+	// daemon's creator, instance and cluster tags and TagFilter. Restore,
+	// the stray sync and the orphan sweeps recognise an ENI by these alone,
+	// whatever else it carries: an ENI without them (another owner's, a
+	// user's) is never adopted or deleted, and one created before eni_tags
+	// changed is still ours. Nil: all of Tags.
+	Owner map[string]string
 }
 
 func (c *MultiIPConfig) defaults() error {
@@ -151,7 +158,15 @@ func (c *MultiIPConfig) defaults() error {
 	if !(c.IdleReclaimJitter >= 0) || math.IsInf(c.IdleReclaimJitter, 0) {
 		return fmt.Errorf("idle reclaim jitter factor %g must be a finite number >= 0", c.IdleReclaimJitter)
 	}
-	return checkTagFilter(c.Tags, c.TagFilter)
+	return checkTagFilter(c.Tags, c.Owner, c.TagFilter)
+}
+
+// owner is Owner, or Tags without it.
+func (c *MultiIPConfig) owner() map[string]string {
+	if c.Owner != nil {
+		return c.Owner
+	}
+	return c.Tags
 }
 
 // maxPerCall is how many addresses one Assign or Unassign call carries

@@ -53,8 +53,10 @@ func (p *MultiIP) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 		if e.Type != "Secondary" {
 			continue // eth0 and trunks are not pool ENIs
 		}
-		if !hasTags(e, p.cfg.TagFilter) {
-			p.log.Info("restore: leaving alone an attached ENI without the tags of eni_tag_filter", "eni", e.ID, "status", e.Status)
+		if !hasTags(e, p.cfg.owner()) {
+			// Another owner's (or a user's): its addresses are not ours to
+			// hand out, nor the ENI ours to release.
+			p.log.Info("restore: leaving alone an attached ENI without our ownership tags (creator, instance, cluster, eni_tag_filter)", "eni", e.ID, "status", e.Status)
 			continue
 		}
 		switch e.Status {
@@ -140,7 +142,7 @@ func pairV6(v4, v6 []netip.Addr, holdings []Holding) []netip.Addr {
 // sweep deletes our own ENIs that are Available: created (or being
 // released) by a daemon of this instance that did not finish.
 func (p *MultiIP) sweep(ctx context.Context) ([]string, error) {
-	if len(p.cfg.Tags) == 0 {
+	if len(p.cfg.owner()) == 0 {
 		return nil, nil
 	}
 	// An ENI being created is Available and tagged until it is attached:
@@ -152,7 +154,7 @@ func (p *MultiIP) sweep(ctx context.Context) ([]string, error) {
 	if busy {
 		return nil, nil
 	}
-	orphans, err := p.node.API.DescribeENIs(ctx, cloud.ENIFilter{Tags: p.cfg.Tags, Status: cloud.StatusAvailable})
+	orphans, err := p.node.API.DescribeENIs(ctx, cloud.ENIFilter{Tags: p.cfg.owner(), Status: cloud.StatusAvailable})
 	if err != nil {
 		return nil, fmt.Errorf("sweep orphan ENIs: %w", err)
 	}
@@ -160,7 +162,7 @@ func (p *MultiIP) sweep(ctx context.Context) ([]string, error) {
 	busy = p.creating > 0 || p.createGen != gen
 	// Trunk and Member ENIs are never ours to delete, whatever their tags.
 	orphans = slices.DeleteFunc(orphans, func(e cloud.ENI) bool {
-		return p.enis[e.ID] != nil || e.Type != "Secondary" || !hasTags(e, p.cfg.Tags)
+		return p.enis[e.ID] != nil || e.Type != "Secondary" || !hasTags(e, p.cfg.owner())
 	})
 	p.mu.Unlock()
 	if busy {

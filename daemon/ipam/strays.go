@@ -97,13 +97,13 @@ func forgetPending(pending map[string]bool, ids []string) {
 
 // syncStrays starts adopting or releasing the strays the cloud shows.
 func (p *MultiIP) syncStrays(ctx context.Context) {
-	if len(p.cfg.Tags) == 0 {
+	if len(p.cfg.owner()) == 0 {
 		return
 	}
 	p.mu.Lock()
 	before := p.knownIDsLocked()
 	p.mu.Unlock()
-	enis, err := strayCandidates(ctx, p.node, p.cfg.Tags)
+	enis, err := strayCandidates(ctx, p.node, p.cfg.owner())
 	if err != nil {
 		p.log.Warn("pool sync", "err", err)
 		return
@@ -209,14 +209,14 @@ func (p *MultiIP) takeStray(ctx context.Context, e cloud.ENI) {
 // are adopted or released, and our Available ENIs (a rollback that
 // detached but did not delete) are deleted.
 func (p *ENIPool) sync(ctx context.Context) {
-	if len(p.cfg.Tags) == 0 {
+	if len(p.cfg.owner()) == 0 {
 		return
 	}
 	p.mu.Lock()
 	before := p.knownIDsLocked()
 	busy := p.creating > 0
 	p.mu.Unlock()
-	enis, err := strayCandidates(ctx, p.node, p.cfg.Tags)
+	enis, err := strayCandidates(ctx, p.node, p.cfg.owner())
 	if err != nil {
 		p.log.Warn("pool sync", "err", err)
 		return
@@ -239,7 +239,7 @@ func (p *ENIPool) sync(ctx context.Context) {
 	if busy {
 		return
 	}
-	orphans, err := p.node.API.DescribeENIs(ctx, cloud.ENIFilter{Tags: p.cfg.Tags, Status: cloud.StatusAvailable})
+	orphans, err := p.node.API.DescribeENIs(ctx, cloud.ENIFilter{Tags: p.cfg.owner(), Status: cloud.StatusAvailable})
 	if err != nil {
 		p.log.Warn("pool sync: sweep orphan ENIs", "err", err)
 		return
@@ -248,7 +248,7 @@ func (p *ENIPool) sync(ctx context.Context) {
 	busy = p.creating > 0
 	var del []cloud.ENI
 	for _, e := range orphans {
-		if e.Type == "Secondary" && p.enis[e.ID] == nil && !p.pendingENIs[e.ID] && !p.strays[e.ID] && hasTags(e, p.cfg.Tags) {
+		if e.Type == "Secondary" && p.enis[e.ID] == nil && !p.pendingENIs[e.ID] && !p.strays[e.ID] && hasTags(e, p.cfg.owner()) {
 			del = append(del, e)
 		}
 	}
@@ -268,7 +268,7 @@ func (p *ENIPool) sync(ctx context.Context) {
 // checkTagFilter makes sure that the ENIs a pool creates with tags pass
 // its filter: one that did not would be managed until the next restart,
 // then neither adopted nor swept — a leak.
-func checkTagFilter(tags, filter map[string]string) error {
+func checkTagFilter(tags, owner, filter map[string]string) error {
 	keys := make([]string, 0, len(filter))
 	for k := range filter {
 		keys = append(keys, k)
@@ -277,6 +277,14 @@ func checkTagFilter(tags, filter map[string]string) error {
 	for _, k := range keys {
 		if got, ok := tags[k]; !ok || got != filter[k] {
 			return fmt.Errorf("ENI tag filter %s=%q: the ENIs the pool creates are not tagged so (tags %v), it would not recognise its own ENIs", k, filter[k], tags)
+		}
+		if got, ok := owner[k]; owner != nil && (!ok || got != filter[k]) {
+			return fmt.Errorf("ENI tag filter %s=%q: not among the ownership tags %v, the pool would take ENIs the filter excludes", k, filter[k], owner)
+		}
+	}
+	for k, v := range owner {
+		if got, ok := tags[k]; !ok || got != v {
+			return fmt.Errorf("ownership tag %s=%q: the ENIs the pool creates are not tagged so (tags %v), it would not recognise its own ENIs", k, v, tags)
 		}
 	}
 	return nil
