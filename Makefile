@@ -181,8 +181,8 @@ proto-tools: ## Install the protoc plugins into ./bin (protoc itself: apt instal
 	GOBIN=$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 
 .PHONY: proto
-proto: ## Regenerate daemon/rpc from its .proto files (generated code is committed)
-	cd daemon/rpc && PATH=$(BIN):$$PATH protoc --go_out=. --go_opt=paths=source_relative \
+proto: ## Regenerate rpc/ from its .proto files (generated code is committed)
+	cd rpc && PATH=$(BIN):$$PATH protoc --go_out=. --go_opt=paths=source_relative \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative rpc.proto tracing.proto
 
 .PHONY: clean

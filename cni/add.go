@@ -12,7 +12,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/terway-sim/terway/cni/datapath"
-	"github.com/terway-sim/terway/daemon/rpc"
+	"github.com/terway-sim/terway/rpc"
 )
 
 // Reasons the plugin gives the daemon and the pod's events.

@@ -10,7 +10,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 
 	"github.com/terway-sim/terway/cni/datapath"
-	"github.com/terway-sim/terway/daemon/rpc"
+	"github.com/terway-sim/terway/rpc"
 )
 
 // kindCase is one of the daemon's IPTypes and the datapath it must get.

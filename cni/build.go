@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/terway-sim/terway/cni/datapath"
-	"github.com/terway-sim/terway/daemon/rpc"
+	"github.com/terway-sim/terway/rpc"
 )
 
 // Fallback explains why a pod did not get the datapath its config asked

@@ -11,7 +11,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/terway-sim/terway/cni/datapath"
-	"github.com/terway-sim/terway/daemon/rpc"
+	"github.com/terway-sim/terway/rpc"
 )
 
 func asCNI(err error, e **types.Error) bool { return errors.As(err, e) }

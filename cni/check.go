@@ -12,7 +12,7 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/terway-sim/terway/cni/datapath"
-	"github.com/terway-sim/terway/daemon/rpc"
+	"github.com/terway-sim/terway/rpc"
 )
 
 // cmdCheck verifies a pod interface: the state file exists, prevResult

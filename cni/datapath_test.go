@@ -10,7 +10,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/terway-sim/terway/cni/datapath"
-	"github.com/terway-sim/terway/daemon/rpc"
+	"github.com/terway-sim/terway/rpc"
 )
 
 // cniCode returns the CNI code of err.

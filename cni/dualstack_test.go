@@ -8,7 +8,7 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 
-	"github.com/terway-sim/terway/daemon/rpc"
+	"github.com/terway-sim/terway/rpc"
 )
 
 // skipWithoutIPv6 skips when the test namespace has IPv6 off.

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/terway-sim/terway/daemon/rpc"
+	"github.com/terway-sim/terway/rpc"
 )
 
 // fakeDaemon is a narrow TerwayBackend on a temp unix socket: it answers

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/terway-sim/terway/cni/datapath"
-	"github.com/terway-sim/terway/daemon/rpc"
+	"github.com/terway-sim/terway/rpc"
 )
 
 // gcLockWait is how long GC waits for a container's lock: a held lock

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/terway-sim/terway/daemon/rpc"
+	"github.com/terway-sim/terway/rpc"
 )
 
 // gcArgs is a GC invocation with valid as cni.dev/valid-attachments.

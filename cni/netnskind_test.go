@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/terway-sim/terway/cni/datapath"
-	"github.com/terway-sim/terway/daemon/rpc"
+	"github.com/terway-sim/terway/rpc"
 )
 
 // newUTSNS creates a private UTS namespace bind-mounted on a file in a

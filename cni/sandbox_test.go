@@ -5,7 +5,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/terway-sim/terway/daemon/rpc"
+	"github.com/terway-sim/terway/rpc"
 )
 
 // TestLateDelOfOldSandbox: the pod's new sandbox (same name, so the same

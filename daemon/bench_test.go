@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/terway-sim/terway/daemon/rpc"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/rpc"
 )
 
 // bigNode makes node1 an ecs.g7.4xlarge (7 secondary ENIs × 30 = 210

@@ -7,8 +7,8 @@ import (
 
 	"github.com/terway-sim/terway/daemon/cnicheck"
 	"github.com/terway-sim/terway/daemon/k8s"
-	"github.com/terway-sim/terway/daemon/rpc"
 	"github.com/terway-sim/terway/daemon/store"
+	"github.com/terway-sim/terway/rpc"
 )
 
 // checkLoop runs Check every CheckPeriod.

@@ -7,8 +7,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/terway-sim/terway/daemon/rpc"
 	"github.com/terway-sim/terway/daemon/store"
+	"github.com/terway-sim/terway/rpc"
 )
 
 // exhausted reports whether no address can be handed out now: nothing

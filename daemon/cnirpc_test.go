@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/terway-sim/terway/daemon/config"
-	"github.com/terway-sim/terway/daemon/rpc"
+	"github.com/terway-sim/terway/rpc"
 )
 
 func TestStatusReportsExhaustionOnlyWhenAskedTo(t *testing.T) {

@@ -29,8 +29,8 @@ import (
 	"github.com/terway-sim/terway/daemon/hostnet"
 	"github.com/terway-sim/terway/daemon/ipam"
 	"github.com/terway-sim/terway/daemon/k8s"
-	"github.com/terway-sim/terway/daemon/rpc"
 	"github.com/terway-sim/terway/daemon/store"
+	"github.com/terway-sim/terway/rpc"
 )
 
 // Modes of the daemon (--daemon-mode).

@@ -20,9 +20,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/terway-sim/terway/daemon/config"
-	"github.com/terway-sim/terway/daemon/rpc"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/internal/plugintest"
+	"github.com/terway-sim/terway/rpc"
 )
 
 const (

@@ -14,8 +14,8 @@ import (
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
 
 	"github.com/terway-sim/terway/daemon/cloud"
-	"github.com/terway-sim/terway/daemon/rpc"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/rpc"
 )
 
 // ourTags are the ownership tags the lab's daemon puts on its ENIs.

@@ -20,7 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	dpapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/terway-sim/terway/daemon/rpc"
+	"github.com/terway-sim/terway/rpc"
 )
 
 // hostNS is a network namespace standing in for the node's host one,

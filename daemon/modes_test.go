@@ -12,8 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/terway-sim/terway/daemon/rpc"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/rpc"
 )
 
 func TestENIOnlyMode(t *testing.T) {

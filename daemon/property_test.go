@@ -35,8 +35,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/terway-sim/terway/daemon/config"
-	"github.com/terway-sim/terway/daemon/rpc"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/rpc"
 )
 
 // TestFaultSchedules is the seeded fault-schedule property test: each

@@ -14,8 +14,8 @@ import (
 	"github.com/terway-sim/terway/daemon/hostnet"
 	"github.com/terway-sim/terway/daemon/ipam"
 	"github.com/terway-sim/terway/daemon/k8s"
-	"github.com/terway-sim/terway/daemon/rpc"
 	"github.com/terway-sim/terway/daemon/store"
+	"github.com/terway-sim/terway/rpc"
 )
 
 // The sources a restore reads what every pod holds from. The store is the

@@ -13,8 +13,8 @@ import (
 
 	"github.com/terway-sim/terway/daemon/ipam"
 	"github.com/terway-sim/terway/daemon/k8s"
-	"github.com/terway-sim/terway/daemon/rpc"
 	"github.com/terway-sim/terway/daemon/store"
+	"github.com/terway-sim/terway/rpc"
 )
 
 // maxRPC caps every RPC below kubelet's 2-minute CNI timeout, as Terway

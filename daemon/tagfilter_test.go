@@ -15,8 +15,8 @@ import (
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
 
 	"github.com/terway-sim/terway/daemon/cloud"
-	"github.com/terway-sim/terway/daemon/rpc"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/rpc"
 )
 
 // TestENITagFilter runs the daemon with eni_tag_filter {"team": "net"}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/terway-sim/terway/daemon/cloud"
 	"github.com/terway-sim/terway/daemon/config"
-	"github.com/terway-sim/terway/daemon/rpc"
+	"github.com/terway-sim/terway/rpc"
 )
 
 func main() {

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/terway-sim/terway/daemon/rpc"
 	"github.com/terway-sim/terway/daemon/store"
+	"github.com/terway-sim/terway/rpc"
 )
 
 // The running daemon holds bbolt's exclusive lock: the audit must read a

@@ -713,7 +713,7 @@ const file_tracing_proto_rawDesc = "" +
 	"\x11GetResourceConfig\x12\x1c.rpc.ResourceTypeNameRequest\x1a\x18.rpc.ResourceConfigReply\"\x00\x12K\n" +
 	"\x10GetResourceTrace\x12\x1c.rpc.ResourceTypeNameRequest\x1a\x17.rpc.ResourceTraceReply\"\x00\x12M\n" +
 	"\x0fResourceExecute\x12\x1b.rpc.ResourceExecuteRequest\x1a\x19.rpc.ResourceExecuteReply\"\x000\x01\x12F\n" +
-	"\x12GetResourceMapping\x12\x10.rpc.Placeholder\x1a\x1c.rpc.PodResourceMappingReply\"\x00B-Z+github.com/terway-sim/terway/daemon/rpc;rpcb\x06proto3"
+	"\x12GetResourceMapping\x12\x10.rpc.Placeholder\x1a\x1c.rpc.PodResourceMappingReply\"\x00B&Z$github.com/terway-sim/terway/rpc;rpcb\x06proto3"
 
 var (
 	file_tracing_proto_rawDescOnce sync.Once

@@ -1628,7 +1628,7 @@ const file_rpc_proto_rawDesc = "" +
 	"\tGetIPInfo\x12\x13.rpc.GetInfoRequest\x1a\x11.rpc.GetInfoReply\"\x00\x123\n" +
 	"\vRecordEvent\x12\x11.rpc.EventRequest\x1a\x0f.rpc.EventReply\"\x00\x120\n" +
 	"\x06Status\x12\x12.rpc.StatusRequest\x1a\x10.rpc.StatusReply\"\x00\x120\n" +
-	"\x0eGarbageCollect\x12\x0e.rpc.GCRequest\x1a\f.rpc.GCReply\"\x00B-Z+github.com/terway-sim/terway/daemon/rpc;rpcb\x06proto3"
+	"\x0eGarbageCollect\x12\x0e.rpc.GCRequest\x1a\f.rpc.GCReply\"\x00B&Z$github.com/terway-sim/terway/rpc;rpcb\x06proto3"
 
 var (
 	file_rpc_proto_rawDescOnce sync.Once

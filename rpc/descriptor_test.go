@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -99,6 +100,20 @@ func TestWireDescriptorsUnchanged(t *testing.T) {
 	if !proto.Equal(set, want) {
 		t.Errorf("the serialized descriptors differ from %s (go_package ignored):\ngot:\n%s\nwant:\n%s",
 			goldenSet, prototext.Format(set), prototext.Format(want))
+	}
+}
+
+// TestGoPackageIsThisPackage: the generated code was regenerated from
+// .proto files whose go_package names this package's import path (a
+// move that edits the .proto but not the generated code, or the
+// reverse, fails here).
+func TestGoPackageIsThisPackage(t *testing.T) {
+	want := reflect.TypeOf(AllocIPRequest{}).PkgPath() + ";rpc"
+	for _, f := range wireFiles() {
+		fp := protodesc.ToFileDescriptorProto(f)
+		if got := fp.GetOptions().GetGoPackage(); got != want {
+			t.Errorf("%s: go_package %q, want %q (run make proto)", f.Path(), got, want)
+		}
 	}
 }
 
