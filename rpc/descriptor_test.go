@@ -109,7 +109,7 @@ func TestWireDescriptorsUnchanged(t *testing.T) {
 // reverse, fails here).
 func TestGoPackageIsThisPackage(t *testing.T) {
 	want := reflect.TypeOf(AllocIPRequest{}).PkgPath() + ";rpc"
-	for _, f := range wireFiles() {
+	for _, f := range append(wireFiles(), File_details_proto) {
 		fp := protodesc.ToFileDescriptorProto(f)
 		if got := fp.GetOptions().GetGoPackage(); got != want {
 			t.Errorf("%s: go_package %q, want %q (run make proto)", f.Path(), got, want)

@@ -1,6 +1,9 @@
 // Package rpc is the wire contract between the node daemon and the CNI
 // plugin: the gRPC services TerwayBackend (for the plugin) and
-// TerwayTracing (for terway-cli), wire-compatible with Terway's.
+// TerwayTracing (for terway-cli), wire-compatible with Terway's, and
+// the status details the daemon adds to its errors (details.proto: ours,
+// not Terway's, always sent beside the code and text Terway's plugin
+// reads, e.g. PodBusyError).
 //
 // It sits at the top level, not under daemon/, so that the plugin
 // depends on the contract alone and never on the daemon (Terway keeps
@@ -13,4 +16,4 @@
 // proto-tools`).
 package rpc
 
-//go:generate protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative rpc.proto tracing.proto
+//go:generate protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative rpc.proto tracing.proto details.proto
