@@ -41,10 +41,6 @@ const (
 	statusTimeout = 4 * time.Second
 )
 
-// processingMsg is what the daemon answers for a pod with a call in
-// progress (daemon.ErrPodProcessing).
-const processingMsg = "already processing"
-
 // unreachableError means the daemon's socket could not be connected.
 type unreachableError struct {
 	socket string
@@ -150,9 +146,18 @@ func daemonDown(err error) bool {
 	return false
 }
 
-// isProcessing reports the daemon's "already processing" answer.
+// isProcessing reports the daemon's busy answer (a call for the pod is
+// in flight): by its rpc.PodBusy detail first; from a daemon that sends
+// none (Terway's, ours before the detail) by rpc.PodBusyText in the
+// message, as before.
 func isProcessing(err error) bool {
-	return err != nil && strings.Contains(status.Convert(err).Message(), processingMsg)
+	if err == nil {
+		return false
+	}
+	if _, ok := rpc.PodBusyDetail(err); ok {
+		return true
+	}
+	return strings.Contains(status.Convert(err).Message(), rpc.PodBusyText)
 }
 
 // rpcError turns a failed daemon call into a CNI error: code 11 (try
@@ -164,14 +169,23 @@ func rpcError(op string, pod PodID, err error) *types.Error {
 	}
 	st := status.Convert(err)
 	msg := st.Message()
+	busy := func() *types.Error {
+		return types.NewError(types.ErrTryAgainLater,
+			fmt.Sprintf("%s for pod %s: the daemon is still working on an earlier call for this pod: %s", op, pod, msg), "")
+	}
+	// The detail says so whatever the code and text; without it, only the
+	// text of an Unavailable answer does (a daemon before the detail, or
+	// Terway's).
+	if _, ok := rpc.PodBusyDetail(err); ok {
+		return busy()
+	}
 	switch st.Code() {
 	case codes.ResourceExhausted:
 		return types.NewError(types.ErrTryAgainLater,
 			fmt.Sprintf("%s for pod %s: no address available on this node now, retry later: %s", op, pod, msg), "")
 	case codes.Unavailable:
-		if strings.Contains(msg, processingMsg) {
-			return types.NewError(types.ErrTryAgainLater,
-				fmt.Sprintf("%s for pod %s: the daemon is still working on an earlier call for this pod: %s", op, pod, msg), "")
+		if strings.Contains(msg, rpc.PodBusyText) {
+			return busy()
 		}
 		return types.NewError(types.ErrTryAgainLater, fmt.Sprintf("%s for pod %s: daemon unavailable: %s", op, pod, msg), "")
 	case codes.DeadlineExceeded, codes.Canceled:

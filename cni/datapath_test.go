@@ -76,6 +76,8 @@ func TestAddDaemonErrors(t *testing.T) {
 	}{
 		{statusErr(codesResourceExhausted, "alloc IP for default/x: no capacity"), types.ErrTryAgainLater, "no address available"},
 		{statusErr(codesUnavailable, "pod default/x: already processing"), types.ErrTryAgainLater, "earlier call"},
+		// The busy detail alone, its text changed: recognised by the detail.
+		{busyDetailErr(codesUnavailable, "pod default/x: busy"), types.ErrTryAgainLater, "earlier call"},
 		{statusErr(codesInternal, "disk on fire"), types.ErrInternal, "disk on fire"},
 	}
 	for _, tc := range tests {
@@ -214,6 +216,8 @@ func TestDelDaemonAnswers(t *testing.T) {
 		fail bool
 	}{
 		{statusErr(codesUnavailable, "pod default/x: already processing"), false},
+		// The busy detail alone, under a code DEL would otherwise fail on.
+		{busyDetailErr(codesInternal, "pod default/x: busy"), false},
 		{statusErr(codesDeadlineExceeded, "slow"), false},
 		{statusErr(codesInternal, "store broken"), true},
 	}

@@ -3,6 +3,8 @@ package cni
 import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/terway-sim/terway/rpc"
 )
 
 const (
@@ -13,3 +15,13 @@ const (
 )
 
 func statusErr(c codes.Code, msg string) error { return status.Error(c, msg) }
+
+// busyDetailErr is a daemon answer carrying the rpc.PodBusy detail for
+// default/x, with whatever code and text the case needs.
+func busyDetailErr(c codes.Code, msg string) error {
+	st, err := status.New(c, msg).WithDetails(&rpc.PodBusy{Pod: "default/x"})
+	if err != nil {
+		panic(err)
+	}
+	return st.Err()
+}

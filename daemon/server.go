@@ -21,11 +21,6 @@ import (
 // does (118 s); the plugin's own deadline is shorter still.
 const maxRPC = 118 * time.Second
 
-// ErrPodProcessing is the message of an AllocIP for a pod that already
-// has a call in progress; the plugin answers it with CNI code 11 (try
-// again later).
-const ErrPodProcessing = "already processing"
-
 func (d *Daemon) interceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	if !d.initialised.Load() && info.FullMethod != rpc.TerwayBackend_Status_FullMethodName {
 		return nil, status.Error(codes.Unavailable, d.initialising())
@@ -39,8 +34,9 @@ func (d *Daemon) interceptor(ctx context.Context, req any, info *grpc.UnaryServe
 }
 
 // begin marks a pod busy. An AllocIP finding it busy fails at once with
-// ErrPodProcessing; ReleaseIP and GetIPInfo wait their turn (a DEL never
-// fails for that).
+// rpc.PodBusyError (Unavailable, "already processing" and a PodBusy
+// detail), which the plugin answers with CNI code 11 (try again later);
+// ReleaseIP and GetIPInfo wait their turn (a DEL never fails for that).
 func (d *Daemon) begin(ctx context.Context, key string, wait bool) (func(), error) {
 	for {
 		d.mu.Lock()
@@ -55,7 +51,7 @@ func (d *Daemon) begin(ctx context.Context, key string, wait bool) (func(), erro
 		}
 		d.mu.Unlock()
 		if !wait {
-			return nil, status.Errorf(codes.Unavailable, "pod %s: %s", key, ErrPodProcessing)
+			return nil, rpc.PodBusyError(key)
 		}
 		t := d.clock.NewTimer(20 * time.Millisecond)
 		select {
