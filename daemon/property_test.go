@@ -75,6 +75,13 @@ var (
 	flagRaceEvery   = flag.Int("schedule-race-every", 10, "TestFaultSchedules under -race: every Nth schedule's daemon runs race-instrumented, the others a plain build (1: all)")
 )
 
+// regressionSeeds are seeds that once found a bug (each fixed, named in
+// its commit): every run includes them, whatever its range. Seeds 12, 19,
+// 74, 86, 149, 171 and 194 lie in make test's default range.
+var regressionSeeds = []int64{
+	3752, // make soak: an ENI-limit pause outlived the unknown ENIs that caused it
+}
+
 // matrixMinSchedules: below this many schedules the matrix is printed but
 // not enforced (a replay runs one schedule).
 const matrixMinSchedules = 100
@@ -92,6 +99,11 @@ func TestFaultSchedules(t *testing.T) {
 	} else {
 		for i := 0; i < *flagSchedules; i++ {
 			seeds = append(seeds, *flagFirstSeed+int64(i))
+		}
+		for _, s := range regressionSeeds {
+			if s < *flagFirstSeed || s >= *flagFirstSeed+int64(*flagSchedules) {
+				seeds = append(seeds, s)
+			}
 		}
 	}
 	agg := newSchedStats()
@@ -125,8 +137,9 @@ func TestFaultSchedules(t *testing.T) {
 	// A cell whose calls are rare (Delete comes only after a slow detach)
 	// may not fire in a given run's timing: more seeds, a few at a time,
 	// until every cell has fired or matrixTopUp more schedules have run.
-	for next := seeds[len(seeds)-1] + 1; len(seeds) >= matrixMinSchedules && len(agg.emptyCells()) > 0 &&
-		next <= seeds[len(seeds)-1]+matrixTopUp; next += int64(max(1, *flagSchedulePar)) {
+	last := *flagFirstSeed + int64(*flagSchedules) - 1 // of the range; the regression seeds lie elsewhere
+	for next := last + 1; len(seeds) >= matrixMinSchedules && len(agg.emptyCells()) > 0 &&
+		next <= last+matrixTopUp; next += int64(max(1, *flagSchedulePar)) {
 		var more []int64
 		for i := range int64(max(1, *flagSchedulePar)) {
 			more = append(more, next+i)

@@ -68,6 +68,9 @@ type ENIPool struct {
 	waiters    []*waiter
 	creating   int
 	pause      time.Time
+	// pauseLimit: the pause is the instance's ENI limit (see
+	// slotsChangedLocked).
+	pauseLimit bool
 	failures   int
 	starved    bool
 	lastChange time.Time
@@ -427,7 +430,8 @@ func (p *ENIPool) create(ctx context.Context, key string) {
 		p.failures++
 		p.starved = cloud.IsExhausted(err) || errors.Is(err, cloud.ErrNoVSwitch)
 		d := min(p.cfg.FailureBackoff<<min(p.failures-1, 6), p.cfg.FailureBackoffCap)
-		if cloud.ErrorCode(err) == cloud.CodeENIPerInstanceLimit {
+		p.pauseLimit = cloud.ErrorCode(err) == cloud.CodeENIPerInstanceLimit
+		if p.pauseLimit {
 			d = p.cfg.ENILimitInhibit
 		}
 		p.pause = now.Add(d)
@@ -435,7 +439,7 @@ func (p *ENIPool) create(ctx context.Context, key string) {
 		p.kick()
 		return
 	}
-	p.failures, p.starved = 0, false
+	p.failures, p.starved, p.pauseLimit = 0, false, false
 	p.enis[r.ID] = &eniRes{ip: ipFromMeta(r.Meta, r.IPv6)}
 	p.lastChange = now
 	p.kick()
@@ -455,8 +459,18 @@ func (p *ENIPool) releaseENILocked(ctx context.Context, r *eniRes) {
 			return
 		}
 		delete(p.enis, r.ip.ENIID)
+		p.slotsChangedLocked()
 		p.kick()
 	}()
+}
+
+// slotsChangedLocked lifts a pause for the instance's ENI limit once the
+// ENIs attached to the instance changed (one released, or an unknown one
+// adopted): see MultiIP.slotsChangedLocked.
+func (p *ENIPool) slotsChangedLocked() {
+	if p.pauseLimit {
+		p.pause, p.pauseLimit = time.Time{}, false
+	}
 }
 
 // Restore adopts the secondary ENIs attached to this node (with

@@ -187,6 +187,7 @@ func (p *MultiIP) takeStray(ctx context.Context, e cloud.ENI) {
 		if p.enis[e.ID] == nil && p.strayWantedLocked(len(assigned)) {
 			p.addENILocked(m, e.IPv6)
 			p.lastChange = p.clock.Now()
+			p.slotsChangedLocked()
 			p.mu.Unlock()
 			p.log.Warn("adopted an unknown ENI of ours", "eni", e.ID, "addresses", len(assigned))
 			p.kick()
@@ -198,7 +199,10 @@ func (p *MultiIP) takeStray(ctx context.Context, e cloud.ENI) {
 		p.events.Warn("DisposeResourceFailed", fmt.Sprintf("release unknown ENI %s: %v", e.ID, err))
 		return
 	}
+	p.mu.Lock()
 	p.vsw.Released(e.VSwitchID)
+	p.slotsChangedLocked()
+	p.mu.Unlock()
 	p.log.Warn("released an unknown ENI of ours the pool has no use for", "eni", e.ID)
 	p.kick()
 }
@@ -356,6 +360,7 @@ func (p *ENIPool) takeStray(ctx context.Context, e cloud.ENI) {
 		if p.enis[e.ID] == nil && p.strayWantedLocked() {
 			p.enis[e.ID] = &eniRes{ip: ipFromMeta(m, e.IPv6)}
 			p.lastChange = p.clock.Now()
+			p.slotsChangedLocked()
 			p.mu.Unlock()
 			p.log.Warn("adopted an unknown ENI of ours", "eni", e.ID)
 			p.kick()
@@ -367,7 +372,10 @@ func (p *ENIPool) takeStray(ctx context.Context, e cloud.ENI) {
 		p.events.Warn("DisposeResourceFailed", fmt.Sprintf("release unknown ENI %s: %v", e.ID, err))
 		return
 	}
+	p.mu.Lock()
 	p.vsw.Released(e.VSwitchID)
+	p.slotsChangedLocked()
+	p.mu.Unlock()
 	p.log.Warn("released an unknown ENI of ours the pool has no use for", "eni", e.ID)
 	p.kick()
 }
