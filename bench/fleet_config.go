@@ -38,6 +38,9 @@ func fleetDaemonDefaults() map[string]any {
 	bo := map[string]any{}
 	for k, b := range backoff.Defaults() {
 		e := map[string]any{"Duration": b.Duration.String(), "Factor": b.Factor, "Jitter": b.Jitter, "Steps": b.Steps}
+		if b.InitialDelay > 0 {
+			e["InitialDelay"] = b.InitialDelay.String()
+		}
 		if b.Cap > 0 {
 			e["Cap"] = b.Cap.String()
 		}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
 	"golang.org/x/time/rate"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/terway-sim/terway/daemon/backoff"
 	"github.com/terway-sim/terway/daemon/cloud"
@@ -291,9 +290,10 @@ func (h *Harness) AdminClient() (*cloud.Client, error) {
 
 // scaledWaitBackoffs are the daemon's built-in retry schedules at time
 // scale s.
-func scaledWaitBackoffs(s float64) map[string]wait.Backoff {
+func scaledWaitBackoffs(s float64) map[string]backoff.Policy {
 	out := backoff.Defaults()
 	for k, b := range out {
+		b.InitialDelay = time.Duration(float64(b.InitialDelay) * s)
 		b.Duration = time.Duration(float64(b.Duration) * s)
 		b.Cap = time.Duration(float64(b.Cap) * s)
 		out[k] = b

@@ -101,19 +101,16 @@ func scaledConfig(sim map[string]any, s float64) (map[string]any, error) {
 }
 
 // scaledBackoffs writes every schedule the daemon uses (its built-in
-// ones, with eni_conf's overrides) in full, durations scaled: an entry
-// that set only Duration would otherwise take the other fields of the
-// generic schedule.
+// ones, with eni_conf's overrides) in full, every duration scaled: an
+// entry that set only Duration would otherwise keep its key's unscaled
+// InitialDelay and Cap.
 func scaledBackoffs(cfg *config.Config, s float64) map[string]map[string]any {
 	out := map[string]map[string]any{}
 	sc := func(d time.Duration) string { return time.Duration(float64(d) * s).String() }
-	for key, b := range backoff.Defaults() {
-		e := map[string]any{"Duration": sc(b.Duration), "Factor": b.Factor, "Jitter": b.Jitter, "Steps": b.Steps, "Cap": sc(b.Cap)}
-		if o, ok := cfg.BackoffOverride[key]; ok {
-			e = map[string]any{"InitialDelay": sc(o.InitialDelay), "Duration": sc(o.Duration), "Factor": o.Factor,
-				"Jitter": o.Jitter, "Steps": o.Steps, "Cap": sc(o.Cap)}
-		}
-		out[key] = e
+	for key := range backoff.Defaults() {
+		b := cfg.Backoff(key)
+		out[key] = map[string]any{"InitialDelay": sc(b.InitialDelay), "Duration": sc(b.Duration), "Factor": b.Factor,
+			"Jitter": b.Jitter, "Steps": b.Steps, "Cap": sc(b.Cap)}
 	}
 	return out
 }

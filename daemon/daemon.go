@@ -17,7 +17,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
@@ -247,13 +246,11 @@ func (d *Daemon) initialising() string {
 	return "terwayd is initialising: " + p
 }
 
-// backoffSet turns backoff_override into the one backoff mechanism.
+// backoffSet turns backoff_override into the one backoff mechanism; the
+// entries are whole policies already (config merged each over its key's
+// built-in one), InitialDelay included.
 func (d *Daemon) backoffSet() *backoff.Set {
-	o := map[string]wait.Backoff{}
-	for k, b := range d.cfg.BackoffOverride {
-		o[k] = wait.Backoff{Duration: b.Duration, Factor: b.Factor, Jitter: b.Jitter, Steps: b.Steps, Cap: b.Cap}
-	}
-	return backoff.NewSet(d.clock, o)
+	return backoff.NewSet(d.clock, d.cfg.BackoffOverride)
 }
 
 func (d *Daemon) initCloud(ctx context.Context) error {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"github.com/terway-sim/terway/daemon/backoff"
 	"github.com/terway-sim/terway/daemon/k8s"
 )
 
@@ -30,11 +31,15 @@ const podIPsWorkers = 2
 // workers patch it. The queue is keyed by pod, so a pod waiting to be
 // patched is patched once, with the latest value wanted. A failed patch is
 // retried with the backoff "kubernetes" (backoff_override), without limit;
-// a pod that is gone, or replaced by another of the same name, is dropped.
+// its InitialDelay, when set, is waited before a pod's first patch. A pod
+// that is gone, or replaced by another of the same name, is dropped.
 type podIPsWriter struct {
 	kube  podIPsPatcher
 	queue workqueue.TypedRateLimitingInterface[string]
 	log   *slog.Logger
+	// initialDelay is the policy's InitialDelay, which the rate limiter
+	// (a wait.Backoff) has no place for.
+	initialDelay time.Duration
 
 	mu   sync.Mutex
 	want map[string]podIPsWant // pod key → latest wanted value
@@ -47,10 +52,10 @@ type podIPsPatcher interface {
 
 type podIPsWant struct{ namespace, name, uid, value string }
 
-func newPodIPsWriter(kube podIPsPatcher, b wait.Backoff, clk clock.WithTicker, log *slog.Logger) *podIPsWriter {
-	q := workqueue.NewTypedRateLimitingQueueWithConfig[string](newBackoffLimiter(b),
+func newPodIPsWriter(kube podIPsPatcher, p backoff.Policy, clk clock.WithTicker, log *slog.Logger) *podIPsWriter {
+	q := workqueue.NewTypedRateLimitingQueueWithConfig[string](newBackoffLimiter(p.Backoff()),
 		workqueue.TypedRateLimitingQueueConfig[string]{Clock: clk})
-	return &podIPsWriter{kube: kube, queue: q, log: log, want: map[string]podIPsWant{}}
+	return &podIPsWriter{kube: kube, queue: q, log: log, initialDelay: p.InitialDelay, want: map[string]podIPsWant{}}
 }
 
 // enqueue asks for the pod's annotation to become value. It never blocks
@@ -63,6 +68,10 @@ func (w *podIPsWriter) enqueue(pod k8s.Pod, value string) {
 	w.mu.Lock()
 	w.want[key] = podIPsWant{namespace: pod.Namespace, name: pod.Name, uid: pod.UID, value: value}
 	w.mu.Unlock()
+	if w.initialDelay > 0 {
+		w.queue.AddAfter(key, w.initialDelay)
+		return
+	}
 	w.queue.Add(key)
 }
 

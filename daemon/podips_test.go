@@ -14,10 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	k8stesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/terway-sim/terway/daemon/backoff"
+	"github.com/terway-sim/terway/daemon/config"
 	"github.com/terway-sim/terway/daemon/k8s"
 )
 
@@ -201,7 +202,7 @@ func TestPodIPsWriterOnInjectedClock(t *testing.T) {
 		}
 		return nil
 	}}
-	w := newPodIPsWriter(fp, wait.Backoff{Duration: time.Second, Factor: 2, Steps: 3}, clk, slog.New(slog.DiscardHandler))
+	w := newPodIPsWriter(fp, backoff.Policy{Duration: time.Second, Factor: 2, Steps: 3}, clk, slog.New(slog.DiscardHandler))
 	web := k8s.Pod{Namespace: "ns", Name: "web", UID: "u"}
 	w.enqueue(web, "192.168.0.1")
 	w.enqueue(web, "192.168.0.2") // before any worker runs: one patch, the latest value
@@ -241,4 +242,43 @@ func TestPodIPsWriterOnInjectedClock(t *testing.T) {
 	if fp.n() != 4 {
 		t.Errorf("a pod that is gone was retried (%d calls)", fp.n())
 	}
+}
+
+// TestBackoffOverrideInitialDelayReachesDaemon: an InitialDelay written in
+// backoff_override reaches the daemon's backoff set (which every cloud
+// retry and poll uses) and the pod-ips writer, whose first patch of a pod
+// waits it on the daemon's clock. The daemon used to copy
+// backoff_override into wait.Backoffs and drop the field.
+func TestBackoffOverrideInitialDelayReachesDaemon(t *testing.T) {
+	cfg, err := config.Parse([]byte(`{"backoff_override": {
+		"wait_eni_status": {"InitialDelay": "7s"},
+		"kubernetes": {"InitialDelay": "3s", "Duration": "1s"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := testingclock.NewFakeClock(time.Now())
+	d := &Daemon{cfg: cfg, clock: clk}
+	set := d.backoffSet()
+	if got := set.Get(backoff.WaitENIStatus).InitialDelay; got != 7*time.Second {
+		t.Errorf("the daemon's wait_eni_status InitialDelay = %v, want 7s", got)
+	}
+	if got := set.Get(backoff.ENIOps).InitialDelay; got != 0 {
+		t.Errorf("eni_ops InitialDelay = %v, want the built-in 0", got)
+	}
+
+	fp := &fakePatcher{fail: func(int) error { return nil }}
+	w := newPodIPsWriter(fp, set.Get(backoff.KubernetesAPIRetry), clk, slog.New(slog.DiscardHandler))
+	w.enqueue(k8s.Pod{Namespace: "ns", Name: "web", UID: "u"}, "192.168.0.1")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	eventually(t, "the first patch waiting on the clock", func() bool { return clk.HasWaiters() })
+	clk.Step(3*time.Second - time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
+	if fp.n() != 0 {
+		t.Fatalf("%d patches before the 3s InitialDelay passed, want 0", fp.n())
+	}
+	clk.Step(time.Millisecond)
+	eventually(t, "the patch after the InitialDelay", func() bool { return fp.n() == 1 })
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/terway-sim/terway/daemon/backoff"
 	"github.com/terway-sim/terway/daemon/cloud"
@@ -141,9 +140,9 @@ func newLabAt(t *testing.T, name, dir string, edit ...func(*fakecloud.Spec)) *la
 
 // fastBackoff makes the daemon client's waits short.
 func fastBackoff() *backoff.Set {
-	o := map[string]wait.Backoff{}
+	o := map[string]backoff.Policy{}
 	for k, b := range backoff.Defaults() {
-		o[k] = wait.Backoff{Duration: 20 * time.Millisecond, Factor: 1.3, Jitter: 0.1, Steps: max(b.Steps, 15)}
+		o[k] = backoff.Policy{Duration: 20 * time.Millisecond, Factor: 1.3, Jitter: 0.1, Steps: max(b.Steps, 15)}
 	}
 	return backoff.NewSet(nil, o)
 }

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/terway-sim/terway/daemon/backoff"
@@ -41,9 +40,9 @@ func TestMain(m *testing.M) {
 
 // fastBackoff makes every policy short so tests wait milliseconds.
 func fastBackoff() *backoff.Set {
-	o := map[string]wait.Backoff{}
+	o := map[string]backoff.Policy{}
 	for k, b := range backoff.Defaults() {
-		o[k] = wait.Backoff{Duration: 5 * time.Millisecond, Factor: 1.2, Jitter: 0.1, Steps: max(b.Steps, 3)}
+		o[k] = backoff.Policy{Duration: 5 * time.Millisecond, Factor: 1.2, Jitter: 0.1, Steps: max(b.Steps, 3)}
 	}
 	return backoff.NewSet(nil, o)
 }
@@ -374,7 +373,7 @@ func TestThrottlingSlowsDown(t *testing.T) {
 	w := newWorld(t, func(s *fakecloud.Spec, _ *fakecloud.Options, o *Options) {
 		s.Settings.Throttle = map[string]int{"*": 0, "DescribeNetworkInterfaces": 5}
 		s.Settings.ThrottleWindow = fakecloud.Duration(200 * time.Millisecond)
-		o.Backoff = backoff.NewSet(nil, map[string]wait.Backoff{"": {Duration: 50 * time.Millisecond, Factor: 1.5, Steps: 10}})
+		o.Backoff = backoff.NewSet(nil, map[string]backoff.Policy{"": {Duration: 50 * time.Millisecond, Factor: 1.5, Steps: 10}})
 	})
 	lim := w.api.limits.get("DescribeNetworkInterfaces")
 	base := lim.lim.Limit()

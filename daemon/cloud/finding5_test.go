@@ -6,7 +6,6 @@ import (
 	"time"
 
 	sdkerrors "github.com/aliyun/alibaba-cloud-sdk-go/sdk/errors"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/terway-sim/terway/daemon/backoff"
 	"github.com/terway-sim/terway/fakecloud"
@@ -27,7 +26,7 @@ func TestAllocateENIWithConsistencyWindow(t *testing.T) {
 		// Polls every 250 ms, no jitter: with a 600 ms window (60 s of
 		// world time at scale 0.01) at most three polls can answer not
 		// found, which WaitENIStatus waits out (notFoundGrace).
-		o.Backoff = backoff.NewSet(nil, map[string]wait.Backoff{
+		o.Backoff = backoff.NewSet(nil, map[string]backoff.Policy{
 			"":                    {Duration: 5 * time.Millisecond, Factor: 1.2, Steps: 5},
 			backoff.WaitENIStatus: {Duration: 250 * time.Millisecond, Factor: 1, Steps: 40},
 		})
@@ -87,9 +86,9 @@ func TestThrottlingCodes(t *testing.T) {
 				s.Settings.ThrottleWindow = fakecloud.Duration(200 * time.Millisecond)
 				// Every policy (ENI creation's too) retries within
 				// milliseconds, often enough to outlast a window.
-				policies := map[string]wait.Backoff{}
+				policies := map[string]backoff.Policy{}
 				for k := range backoff.Defaults() {
-					policies[k] = wait.Backoff{Duration: 50 * time.Millisecond, Factor: 1.5, Steps: 10}
+					policies[k] = backoff.Policy{Duration: 50 * time.Millisecond, Factor: 1.5, Steps: 10}
 				}
 				o.Backoff = backoff.NewSet(nil, policies)
 				// A high client budget keeps the slowed-down limiter (a

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	sdkerrors "github.com/aliyun/alibaba-cloud-sdk-go/sdk/errors"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/terway-sim/terway/daemon/backoff"
 	"github.com/terway-sim/terway/fakecloud"
@@ -18,11 +17,11 @@ import (
 // it, as the real policy outlasts a real slow attach.
 func slowAttach(s *fakecloud.Spec, _ *fakecloud.Options, o *Options) {
 	s.Settings.AttachDelay = fakecloud.Duration(100 * time.Second)
-	over := map[string]wait.Backoff{}
+	over := map[string]backoff.Policy{}
 	for k, b := range backoff.Defaults() {
-		over[k] = wait.Backoff{Duration: 5 * time.Millisecond, Factor: 1.2, Jitter: 0.1, Steps: max(b.Steps, 3)}
+		over[k] = backoff.Policy{Duration: 5 * time.Millisecond, Factor: 1.2, Jitter: 0.1, Steps: max(b.Steps, 3)}
 	}
-	over[backoff.WaitENIStatus] = wait.Backoff{Duration: 50 * time.Millisecond, Factor: 1.5, Cap: 400 * time.Millisecond, Steps: 10}
+	over[backoff.WaitENIStatus] = backoff.Policy{Duration: 50 * time.Millisecond, Factor: 1.5, Cap: 400 * time.Millisecond, Steps: 10}
 	o.Backoff = backoff.NewSet(nil, over)
 }
 

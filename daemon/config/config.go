@@ -1,11 +1,12 @@
 package config
 
 import (
-	"maps"
 	"net/netip"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/terway-sim/terway/daemon/backoff"
 )
 
 // Paths where the daemon finds eni_conf. The Helm chart mounts the
@@ -132,8 +133,9 @@ type Config struct {
 	// CustomStatefulWorkloadKinds are owner kinds treated like StatefulSet.
 	CustomStatefulWorkloadKinds []string `json:"custom_stateful_workload_kinds,omitempty"`
 	// BackoffOverride holds the configured schedules, each already merged
-	// over its key's built-in one; read schedules through Backoff.
-	BackoffOverride map[string]Backoff `json:"backoff_override,omitempty"`
+	// over its key's built-in one ([backoff.DefaultFor]); read schedules
+	// through Backoff, or hand the map to [backoff.NewSet].
+	BackoffOverride map[string]backoff.Policy `json:"backoff_override,omitempty"`
 	// RateLimit holds the defaults merged with the configured entries
 	// (calls per minute by API name); read it through RateLimitFor.
 	RateLimit map[string]int `json:"rate_limit"`
@@ -285,67 +287,11 @@ func DefaultRateLimits() map[string]int {
 	}
 }
 
-// Backoff keys of backoff_override with a default schedule of their own.
-// Every other key falls back to BackoffDefault.
-const (
-	BackoffDefault               = ""
-	BackoffENICreate             = "eni_create"
-	BackoffENIOps                = "eni_ops"
-	BackoffENIRelease            = "eni_release"
-	BackoffENIIPOps              = "eni_ip_ops"
-	BackoffENIDeleteConfirm      = "eni_delete_confirm"
-	BackoffWaitENIStatus         = "wait_eni_status"
-	BackoffMetaAssignPrivateIP   = "meta_assign_private_ip"
-	BackoffMetaUnassignPrivateIP = "meta_unassign_private_ip"
-	BackoffWaitSTSTokenReady     = "wait_sts_token_ready"
-	// BackoffPoolGrowth is ours: how long a pool waits after a failed
-	// growth (Duration, doubling per failure in a row, up to Cap).
-	BackoffPoolGrowth = "pool_growth"
-)
-
-// defaultBackoffs is Terway main's table (terway-facts §2.3).
-var defaultBackoffs = map[string]Backoff{
-	BackoffDefault:               {Duration: 2 * time.Second, Factor: 1.5, Jitter: 0.3, Steps: 6},
-	BackoffENICreate:             {Duration: 10 * time.Second, Factor: 2, Jitter: 0.3, Steps: 2},
-	BackoffENIOps:                {Duration: 5 * time.Second, Factor: 2, Jitter: 0.3, Steps: 6},
-	BackoffENIRelease:            {Duration: 4 * time.Second, Factor: 2, Jitter: 0.5, Steps: 8},
-	BackoffENIIPOps:              {Duration: 5 * time.Second, Factor: 1, Jitter: 1.3, Steps: 6},
-	BackoffENIDeleteConfirm:      {InitialDelay: time.Second, Duration: 2 * time.Second, Factor: 1.5, Steps: 4, Cap: 4 * time.Second},
-	BackoffWaitENIStatus:         {InitialDelay: 3 * time.Second, Duration: 3 * time.Second, Factor: 1.5, Jitter: 0.5, Steps: 8},
-	BackoffMetaAssignPrivateIP:   {Duration: 1100 * time.Millisecond, Factor: 1, Jitter: 0.2, Steps: 10},
-	BackoffMetaUnassignPrivateIP: {Duration: 1100 * time.Millisecond, Factor: 1, Jitter: 0.2, Steps: 10},
-	BackoffWaitSTSTokenReady:     {Duration: time.Second, Factor: 1, Jitter: 0.2, Steps: 60},
-	BackoffPoolGrowth:            {Duration: 5 * time.Second, Factor: 2, Steps: 1, Cap: time.Minute},
-}
-
-// DefaultBackoff returns the built-in schedule for key, or the one of
-// BackoffDefault when key has none of its own.
-func DefaultBackoff(key string) Backoff {
-	if b, ok := defaultBackoffs[key]; ok {
-		return b
-	}
-	return defaultBackoffs[BackoffDefault]
-}
-
-// DefaultBackoffs returns a copy of the built-in schedules by key.
-func DefaultBackoffs() map[string]Backoff {
-	return maps.Clone(defaultBackoffs)
-}
-
 // Backoff returns the schedule for key: backoff_override[key] if configured,
 // else the built-in one for key, else backoff_override[""], else the built-in
-// default.
-func (c *Config) Backoff(key string) Backoff {
-	if b, ok := c.BackoffOverride[key]; ok {
-		return b
-	}
-	if b, ok := defaultBackoffs[key]; ok {
-		return b
-	}
-	if b, ok := c.BackoffOverride[BackoffDefault]; ok {
-		return b
-	}
-	return defaultBackoffs[BackoffDefault]
+// default — the schedule the daemon's [backoff.Set] uses for key.
+func (c *Config) Backoff(key string) backoff.Policy {
+	return backoff.NewSet(nil, c.BackoffOverride).Get(key)
 }
 
 // RateLimitFor returns the client limit in calls per minute for an API:

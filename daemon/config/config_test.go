@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/netip"
@@ -11,6 +12,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/terway-sim/terway/daemon/backoff"
 )
 
 func mustParse(t *testing.T, doc string) *Config {
@@ -452,29 +457,33 @@ func TestBackoffOverride(t *testing.T) {
 		"wait_eni_status": {"Steps": 2},
 		"eni_create": {"Duration": 2e9, "Cap": null},
 		"my_key": {"Duration": "1s"},
-		"meta_assign_private_ip": {"Duration": "10ms", "Retries": 3}
+		"meta_assign_private_ip": {"Duration": "10ms", "Retries": 3},
+		"throttled": {"InitialDelay": "2s"}
 	}}`
 	c := mustParse(t, doc)
 	cases := []struct {
 		key  string
-		want Backoff
+		want backoff.Policy
 	}{
 		// numeric nanoseconds, Terway's form
-		{"eni_ops", Backoff{Duration: time.Second, Factor: 1.5, Jitter: 0.1, Steps: 3, Cap: 4 * time.Second}},
+		{"eni_ops", backoff.Policy{Duration: time.Second, Factor: 1.5, Jitter: 0.1, Steps: 3, Cap: 4 * time.Second}},
 		// duration strings, lower-case field names
-		{"eni_release", Backoff{InitialDelay: 100 * time.Millisecond, Duration: 250 * time.Millisecond, Factor: 2, Steps: 4, Cap: time.Second}},
-		// partial entry: the rest from the key's built-in schedule (InitialDelay 3s included)
-		{"wait_eni_status", Backoff{InitialDelay: 3 * time.Second, Duration: 3 * time.Second, Factor: 1.5, Jitter: 0.5, Steps: 2}},
+		{"eni_release", backoff.Policy{InitialDelay: 100 * time.Millisecond, Duration: 250 * time.Millisecond, Factor: 2, Steps: 4, Cap: time.Second}},
+		// partial entry: the rest from the key's built-in schedule
+		{"wait_eni_status", backoff.Policy{Duration: 3 * time.Second, Factor: 1.5, Jitter: 0.5, Steps: 2}},
 		// whole-number exponent form; null field keeps the built-in value
-		{"eni_create", Backoff{Duration: 2 * time.Second, Factor: 2, Jitter: 0.3, Steps: 2}},
+		{"eni_create", backoff.Policy{Duration: 2 * time.Second, Factor: 2, Jitter: 0.3, Steps: 2}},
 		// a key without a built-in schedule starts from the "" one
-		{"my_key", Backoff{Duration: time.Second, Factor: 1.5, Jitter: 0.3, Steps: 6}},
-		{"meta_assign_private_ip", Backoff{Duration: 10 * time.Millisecond, Factor: 1, Jitter: 0.2, Steps: 10}},
+		{"my_key", backoff.Policy{Duration: time.Second, Factor: 1.5, Jitter: 0.3, Steps: 6}},
+		{"meta_assign_private_ip", backoff.Policy{Duration: 10 * time.Millisecond, Factor: 1, Jitter: 0.2, Steps: 10}},
+		// a daemon key config once had no table for starts from its own
+		// schedule, not the "" one
+		{"throttled", backoff.Policy{InitialDelay: 2 * time.Second, Duration: 5 * time.Second, Factor: 2, Jitter: 0.5, Steps: 5, Cap: time.Minute}},
 		// not overridden: built-in
-		{"eni_ip_ops", Backoff{Duration: 5 * time.Second, Factor: 1, Jitter: 1.3, Steps: 6}},
-		{"eni_delete_confirm", Backoff{InitialDelay: time.Second, Duration: 2 * time.Second, Factor: 1.5, Steps: 4, Cap: 4 * time.Second}},
+		{"eni_ip_ops", backoff.Policy{Duration: 5 * time.Second, Factor: 1, Jitter: 1.3, Steps: 6}},
+		{"eni_delete_confirm", backoff.Policy{Duration: 2 * time.Second, Factor: 1.5, Steps: 4, Cap: 4 * time.Second}},
 		// unknown key, no "" override: built-in default
-		{"no_such_key", Backoff{Duration: 2 * time.Second, Factor: 1.5, Jitter: 0.3, Steps: 6}},
+		{"no_such_key", backoff.Policy{Duration: 2 * time.Second, Factor: 1.5, Jitter: 0.3, Steps: 6}},
 	}
 	for _, tc := range cases {
 		if got := c.Backoff(tc.key); got != tc.want {
@@ -490,19 +499,19 @@ func TestBackoffOverride(t *testing.T) {
 	if got := c.Backoff("no_such_key"); got.Duration != time.Millisecond || got.Steps != 1 {
 		t.Errorf("Backoff(no_such_key) = %+v, want the \"\" override", got)
 	}
-	if got := c.Backoff(BackoffENIOps); got != DefaultBackoff(BackoffENIOps) {
-		t.Errorf("Backoff(eni_ops) = %+v, want the built-in %+v", got, DefaultBackoff(BackoffENIOps))
+	if got := c.Backoff(backoff.ENIOps); got != backoff.DefaultFor(backoff.ENIOps) {
+		t.Errorf("Backoff(eni_ops) = %+v, want the built-in %+v", got, backoff.DefaultFor(backoff.ENIOps))
 	}
 
-	// Backoff marshals durations as integer nanoseconds, the form Terway reads.
-	out, err := json.Marshal(Backoff{Duration: time.Second, Steps: 2})
+	// A policy marshals durations as integer nanoseconds, the form Terway reads.
+	out, err := json.Marshal(backoff.Policy{Duration: time.Second, Steps: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(out), `"Duration":1000000000`) {
 		t.Errorf("Marshal(Backoff) = %s, want Duration in nanoseconds", out)
 	}
-	var b Backoff
+	var b backoff.Policy
 	if err := json.Unmarshal(out, &b); err != nil || b.Duration != time.Second || b.Steps != 2 {
 		t.Errorf("Unmarshal(%s) = %+v, %v", out, b, err)
 	}
@@ -599,5 +608,49 @@ func TestParseFile(t *testing.T) {
 	var ke *KeyError
 	if !errors.As(err, &ke) || ke.Key != "max_pool_size" || !strings.Contains(err.Error(), bad) {
 		t.Errorf("ParseFile(bad) error %v, want a max_pool_size KeyError naming the file", err)
+	}
+}
+
+// An InitialDelay set in backoff_override reaches the backoff.Set built
+// from BackoffOverride (as the daemon builds its one) and delays the first
+// attempt by that much on the Set's clock. Before backoff.Policy the field
+// was parsed here and dropped on the way to the Set.
+func TestBackoffInitialDelayReachesSet(t *testing.T) {
+	c := mustParse(t, `{"backoff_override": {"wait_eni_status": {"InitialDelay": "7s", "Duration": "1s", "Steps": 1}}}`)
+	if got := c.Backoff(backoff.WaitENIStatus).InitialDelay; got != 7*time.Second {
+		t.Fatalf("Backoff(wait_eni_status).InitialDelay = %v, want 7s", got)
+	}
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	set := backoff.NewSet(clk, c.BackoffOverride)
+	start := clk.Now()
+	first := make(chan time.Time, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- set.Retry(context.Background(), backoff.WaitENIStatus, func(context.Context) (bool, error) {
+			first <- clk.Now()
+			return true, nil
+		})
+	}()
+	for deadline := time.Now().Add(5 * time.Second); !clk.HasWaiters(); {
+		select {
+		case at := <-first:
+			t.Fatalf("first attempt at +%v, before the configured InitialDelay of 7s", at.Sub(start))
+		case <-time.After(time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Retry armed no timer on the fake clock")
+		}
+	}
+	clk.Step(7 * time.Second)
+	select {
+	case at := <-first:
+		if d := at.Sub(start); d != 7*time.Second {
+			t.Errorf("first attempt at +%v, want +7s", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no attempt after the configured InitialDelay passed")
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

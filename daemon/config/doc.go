@@ -78,13 +78,15 @@
 //   - backoff_override (object key → backoff): retry schedules. A backoff is
 //     Terway's {"InitialDelay", "Duration", "Factor", "Jitter", "Steps",
 //     "Cap"} (field names case-insensitive; durations as integer nanoseconds
-//     or duration strings). An entry starts from the built-in schedule of its
-//     key (table below; [DefaultBackoffs]), so it may set only some fields;
-//     Steps must end up >= 1, the others >= 0. A key without a schedule of its
-//     own starts from the one of "" ([Config.Backoff] tells which schedule a
-//     key gets). Unknown fields of an entry land in Ignored.
+//     or duration strings), decoded into a [backoff.Policy]. An entry
+//     starts from the built-in schedule of its key (table below;
+//     [backoff.Defaults]), so it may set only some fields; Steps must end
+//     up >= 1, the others >= 0. A key without a schedule of its own starts
+//     from the one of "" ([Config.Backoff] tells which schedule a key
+//     gets). InitialDelay is waited once before the first attempt. Unknown
+//     fields of an entry land in Ignored.
 //
-// Built-in backoff schedules (Terway main's):
+// Built-in backoff schedules (Terway main's, and ours below them):
 //
 //	key                        InitialDelay  Duration  Factor  Jitter  Steps  Cap
 //	"" (everything else)       0             2s        1.5     0.3     6      -
@@ -92,18 +94,30 @@
 //	eni_ops                    0             5s        2       0.3     6      -
 //	eni_release                0             4s        2       0.5     8      -
 //	eni_ip_ops                 0             5s        1       1.3     6      -
-//	eni_delete_confirm         1s            2s        1.5     0       4      4s
-//	wait_eni_status            3s            3s        1.5     0.5     8      -
+//	eni_delete_confirm         0             2s        1.5     0       4      4s
+//	wait_eni_status            0             3s        1.5     0.5     8      -
 //	meta_assign_private_ip     0             1.1s      1       0.2     10     -
 //	meta_unassign_private_ip   0             1.1s      1       0.2     10     -
 //	wait_sts_token_ready       0             1s        1       0.2     60     -
+//	metadata                   0             500ms     1.2     0.1     4      -
+//	throttled                  0             5s        2       0.5     5      1m
+//	kubernetes                 0             200ms     2       0.2     5      -
 //	pool_growth                0             5s        2       0       1      1m
 //
-// pool_growth is ours, not Terway's: how long a pool pauses growing after
-// a failed cloud call: Duration, doubled for each failure in a row, up to
-// Cap (the other fields are not used). While it lasts, after three calls
-// in a row have failed, waiting pods fail at once, so a node recovers from
-// a cloud outage within Cap.
+// Terway main waits an InitialDelay of 1s (eni_delete_confirm) and 3s
+// (wait_eni_status) before its first poll; this daemon polls at once, as
+// it always has, and takes those delays when backoff_override sets them.
+//
+// The last four are ours, not Terway's. metadata: the metadata client's
+// retries of 429, 5xx and transport errors (Terway main's metadata client
+// uses the same). throttled: how long the lab's route controller waits
+// after a Throttling answer (the daemon's cloud client slows its rate
+// limiter instead, see rate_limit). kubernetes: retries of the
+// daemon's API server patches (enable_patch_pod_ips). pool_growth: how
+// long a pool pauses growing after a failed cloud call: Duration, doubled
+// for each failure in a row, up to Cap (the other fields are not used).
+// While it lasts, after three calls in a row have failed, waiting pods
+// fail at once, so a node recovers from a cloud outage within Cap.
 //
 // Addresses and routes:
 //

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/terway-sim/terway/daemon/backoff"
 )
 
 // TestDocCoversEveryKey keeps the package documentation honest: every key
@@ -69,9 +71,9 @@ func TestDocBackoffTable(t *testing.T) {
 		if len(f) != 7 {
 			t.Fatalf("table row %q: want 7 columns", line)
 		}
-		got := Backoff{InitialDelay: dur(f[1]), Duration: dur(f[2]), Factor: num(f[3]), Jitter: num(f[4]),
+		got := backoff.Policy{InitialDelay: dur(f[1]), Duration: dur(f[2]), Factor: num(f[3]), Jitter: num(f[4]),
 			Steps: int(num(f[5])), Cap: dur(f[6])}
-		want, ok := DefaultBackoffs()[key]
+		want, ok := backoff.Defaults()[key]
 		if !ok {
 			t.Errorf("documented backoff key %q has no built-in schedule", key)
 		} else if got != want {
@@ -79,7 +81,7 @@ func TestDocBackoffTable(t *testing.T) {
 		}
 		rows++
 	}
-	if rows != len(DefaultBackoffs()) {
-		t.Errorf("doc table has %d rows, built-in schedules %d", rows, len(DefaultBackoffs()))
+	if rows != len(backoff.Defaults()) {
+		t.Errorf("doc table has %d rows, built-in schedules %d", rows, len(backoff.Defaults()))
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/terway-sim/terway/daemon/backoff"
 )
 
 func jsonEqual(t *testing.T, got []byte, want string) bool {
@@ -124,7 +126,7 @@ func TestMergeENIConf(t *testing.T) {
 	if c.MaxPoolSize != 10 || len(c.VSwitchesForZone("cn-hangzhou-h")) != 0 || c.VSwitchesForZone("cn-hangzhou-g")[0] != "vsw-g1" {
 		t.Errorf("parsed merge: max_pool_size %d, vswitches %v", c.MaxPoolSize, c.VSwitches)
 	}
-	if got := c.Backoff(BackoffENIOps); got.Steps != 3 || got.Duration.Seconds() != 1 {
+	if got := c.Backoff(backoff.ENIOps); got.Steps != 3 || got.Duration.Seconds() != 1 {
 		t.Errorf("parsed merge: eni_ops backoff %+v", got)
 	}
 }

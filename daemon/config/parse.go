@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/terway-sim/terway/daemon/backoff"
 )
 
 // KeyError reports a problem with one key of eni_conf. Key is the key as
@@ -220,7 +222,7 @@ func decodeBackoffOverride(cfg *Config, raw json.RawMessage) ([]string, error) {
 		if isNull(m.value) {
 			continue
 		}
-		b, u, err := decodeBackoff(m.value, DefaultBackoff(m.key))
+		b, u, err := decodeBackoff(m.value, backoff.DefaultFor(m.key))
 		if err != nil {
 			errs = append(errs, under(m.key, err))
 			continue
@@ -229,7 +231,7 @@ func decodeBackoffOverride(cfg *Config, raw json.RawMessage) ([]string, error) {
 			unknown = append(unknown, "backoff_override."+m.key+"."+f)
 		}
 		if cfg.BackoffOverride == nil {
-			cfg.BackoffOverride = map[string]Backoff{}
+			cfg.BackoffOverride = map[string]backoff.Policy{}
 		}
 		cfg.BackoffOverride[m.key] = b
 	}

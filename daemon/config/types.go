@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/terway-sim/terway/daemon/backoff"
 )
 
 // Duration is a time.Duration written in eni_conf as a Go duration string
@@ -77,50 +79,16 @@ type Route struct {
 	Prefix netip.Prefix `json:"-"`
 }
 
-// Backoff is one retry schedule of backoff_override, in the shape of Terway's
-// backoff entries: Kubernetes' wait.Backoff (Duration, Factor, Jitter, Steps,
-// Cap) plus Terway main's InitialDelay. Wait i (0-based) is
-// min(Duration × Factor^i, Cap) stretched by up to Jitter × itself at random;
-// at most Steps attempts are made; InitialDelay is waited once before the first.
-//
-// In JSON the field names match case-insensitively, as encoding/json does in
-// Terway; durations are integers of nanoseconds (what Terway's own JSON holds)
-// or Go duration strings ("2s"). It marshals with integer nanoseconds so that
-// Terway reads the output too.
-type Backoff struct {
-	// InitialDelay is waited once before the first attempt.
-	InitialDelay time.Duration
-	// Duration is the first wait between attempts.
-	Duration time.Duration
-	// Factor multiplies the wait after each attempt (0 or 1: constant).
-	Factor float64
-	// Jitter adds up to Jitter × wait at random (0: none).
-	Jitter float64
-	// Steps is the maximum number of attempts.
-	Steps int
-	// Cap bounds the wait (0: no bound).
-	Cap time.Duration
-}
-
-// UnmarshalJSON decodes a backoff object over the receiver's current value:
-// fields left out (or null) keep it. Unknown fields are skipped; Parse reports
-// them in Config.Ignored.
-func (b *Backoff) UnmarshalJSON(data []byte) error {
-	v, _, err := decodeBackoff(data, *b)
-	if err != nil {
-		return err
-	}
-	*b = v
-	return nil
-}
-
 // backoffFields are the field names of a backoff object, as Terway's Go
 // structs spell them.
 var backoffFields = []string{"InitialDelay", "Duration", "Factor", "Jitter", "Steps", "Cap"}
 
-// decodeBackoff decodes a backoff object over base. It returns the result,
-// the names of unknown fields, and an error naming the field at fault.
-func decodeBackoff(data []byte, base Backoff) (Backoff, []string, error) {
+// decodeBackoff decodes a backoff object of backoff_override over base
+// (its key's built-in policy). Field names match case-insensitively, as
+// encoding/json does in Terway; durations are integer nanoseconds (Terway's
+// own JSON) or Go duration strings ("2s"). It returns the result, the
+// names of unknown fields, and an error naming the field at fault.
+func decodeBackoff(data []byte, base backoff.Policy) (backoff.Policy, []string, error) {
 	members, err := objectMembers(data)
 	if err != nil {
 		return base, nil, err
@@ -167,8 +135,8 @@ func decodeBackoff(data []byte, base Backoff) (Backoff, []string, error) {
 	return out, unknown, nil
 }
 
-// validate checks one backoff entry; errors name the field.
-func (b Backoff) validate() error {
+// validateBackoff checks one backoff_override entry; errors name the field.
+func validateBackoff(b backoff.Policy) error {
 	var errs []error
 	neg := func(field string, d time.Duration) {
 		if d < 0 {

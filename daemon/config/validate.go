@@ -122,7 +122,7 @@ func (c *Config) validate() error {
 		}
 	}
 	for _, key := range sortedKeys(c.BackoffOverride) {
-		if err := c.BackoffOverride[key].validate(); err != nil {
+		if err := validateBackoff(c.BackoffOverride[key]); err != nil {
 			errs = append(errs, under("backoff_override."+key, err))
 		}
 	}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/terway-sim/terway/daemon/backoff"
 	"github.com/terway-sim/terway/daemon/cloud"
@@ -44,9 +43,9 @@ type env struct {
 }
 
 func fastBackoff() *backoff.Set {
-	o := map[string]wait.Backoff{}
+	o := map[string]backoff.Policy{}
 	for k, b := range backoff.Defaults() {
-		o[k] = wait.Backoff{Duration: 5 * time.Millisecond, Factor: 1.2, Jitter: 0.1, Steps: max(b.Steps, 4)}
+		o[k] = backoff.Policy{Duration: 5 * time.Millisecond, Factor: 1.2, Jitter: 0.1, Steps: max(b.Steps, 4)}
 	}
 	return backoff.NewSet(nil, o)
 }

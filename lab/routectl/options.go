@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/terway-sim/terway/daemon/backoff"
@@ -91,7 +90,7 @@ func (o Options) withDefaults() (Options, error) {
 // as backoff's default (2 s ×1.5, 6 steps) and PolicyWait 1 s ×1.5 up to
 // 10 s, for entries that take seconds to become Available.
 func DefaultBackoff() *backoff.Set {
-	return backoff.NewSet(nil, map[string]wait.Backoff{
+	return backoff.NewSet(nil, map[string]backoff.Policy{
 		PolicyAPI:  backoff.Defaults()[backoff.Default],
 		PolicyWait: {Duration: time.Second, Factor: 1.5, Jitter: 0.2, Steps: 8, Cap: 10 * time.Second},
 	})

@@ -20,7 +20,6 @@ import (
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/vpc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -98,7 +97,7 @@ var sdkMu sync.Mutex
 
 // fastBackoff keeps every retry and poll in the tens of milliseconds.
 func fastBackoff() *backoff.Set {
-	return backoff.NewSet(nil, map[string]wait.Backoff{
+	return backoff.NewSet(nil, map[string]backoff.Policy{
 		routectl.PolicyAPI:         {Duration: 5 * time.Millisecond, Factor: 1.5, Jitter: 0.1, Steps: 4},
 		backoff.ThrottledAPIRetry:  {Duration: 10 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 4, Cap: 100 * time.Millisecond},
 		routectl.PolicyWait:        {Duration: 10 * time.Millisecond, Factor: 1.5, Steps: 10, Cap: 50 * time.Millisecond},
@@ -466,7 +465,7 @@ func TestSyncDeletesPendingEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := e.options(nil)
-	o.Backoff = backoff.NewSet(nil, map[string]wait.Backoff{
+	o.Backoff = backoff.NewSet(nil, map[string]backoff.Policy{
 		routectl.PolicyAPI:  {Duration: 50 * time.Millisecond, Factor: 1.2, Steps: 20},
 		routectl.PolicyWait: {Duration: 20 * time.Millisecond, Factor: 1.5, Steps: 10, Cap: 100 * time.Millisecond},
 	})
