@@ -17,7 +17,6 @@ import (
 
 	"github.com/terway-sim/terway/daemon/backoff"
 	"github.com/terway-sim/terway/daemon/cloud"
-	"github.com/terway-sim/terway/daemon/config"
 	"github.com/terway-sim/terway/fakecloud"
 )
 
@@ -303,7 +302,7 @@ func scaledWaitBackoffs(s float64) map[string]backoff.Policy {
 
 // unlimited switches every client-side rate limit off.
 func unlimited() map[string]int {
-	m := config.DefaultRateLimits()
+	m := cloud.DefaultRateLimits()
 	for k := range m {
 		m[k] = 0
 	}

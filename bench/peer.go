@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/terway-sim/terway/daemon/config"
+	"github.com/terway-sim/terway/daemon/cloud"
 )
 
 // PeerOptions configure the reproduction of Cilium's
@@ -95,7 +95,7 @@ func (o *PeerOptions) peerDaemonConfig() map[string]any {
 	need := max(o.MinAllocate, o.PreAllocate)
 	perMinute := int(o.QPS * 60)
 	limits := map[string]int{}
-	for api := range config.DefaultRateLimits() {
+	for api := range cloud.DefaultRateLimits() {
 		limits[api] = perMinute
 	}
 	return map[string]any{"min_pool_size": need, "max_pool_size": need, "rate_limit": limits}

@@ -75,7 +75,8 @@ type Options struct {
 	ECSEndpoint string
 	VPCEndpoint string
 	Credentials credentials.CredentialsProvider
-	// RateLimits overrides calls per minute per action ("*": default).
+	// RateLimits overrides calls per minute per action
+	// (DefaultRateLimitKey: every action without an entry).
 	RateLimits map[string]int
 	Backoff    *backoff.Set
 	Clock      clock.Clock

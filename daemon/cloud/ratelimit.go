@@ -9,11 +9,18 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// DefaultRateLimits are Terway's client-side budgets in calls per minute
-// (terway-facts.md §2.1); "*" applies to actions not listed.
+// DefaultRateLimitKey is the key of DefaultRateLimits (and of eni_conf's
+// rate_limit) whose budget applies to every API without an entry.
+const DefaultRateLimitKey = "*"
+
+// DefaultRateLimits returns Terway main's client-side budgets in calls per
+// minute (terway-facts.md §2.1), a fresh map per call; DefaultRateLimitKey
+// covers the APIs not listed. A budget of N allows N/60 calls per second
+// with a burst of N. This is the one table: daemon/config's rate_limit
+// defaults are these.
 func DefaultRateLimits() map[string]int {
 	return map[string]int{
-		"*":                                 500,
+		DefaultRateLimitKey:                 500,
 		"DescribeNetworkInterfaceAttribute": 2000,
 		"DescribeNetworkInterfaces":         800,
 		"CreateNetworkInterface":            500,
@@ -117,7 +124,7 @@ func (r *rateLimits) get(api string) *limiter {
 	if l == nil {
 		n, ok := r.budgets[api]
 		if !ok {
-			n = r.budgets["*"]
+			n = r.budgets[DefaultRateLimitKey]
 		}
 		l = newLimiter(r.clock, n)
 		r.by[api] = l

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/terway-sim/terway/daemon/backoff"
+	"github.com/terway-sim/terway/daemon/cloud"
 )
 
 // Paths where the daemon finds eni_conf. The Helm chart mounts the
@@ -54,10 +55,6 @@ const (
 	// to the cloud (no unassign, detach, delete).
 	DegradationNoRelease = "no_release"
 )
-
-// DefaultRateLimitKey is the rate_limit key whose value applies to every
-// API without its own entry.
-const DefaultRateLimitKey = "*"
 
 // Default values of keys whose default is not the zero value.
 const (
@@ -240,7 +237,7 @@ func Defaults() *Config {
 		ENICapRatio:               DefaultENICapRatio,
 		VSwitchSelectionPolicy:    VSwitchRandom,
 		IPStack:                   IPStackIPv4,
-		RateLimit:                 DefaultRateLimits(),
+		RateLimit:                 cloud.DefaultRateLimits(),
 		IdleIPReclaimInterval:     Duration{DefaultIdleIPReclaimInterval},
 		IdleIPReclaimBatchSize:    DefaultIdleIPReclaimBatchSize,
 		IdleIPReclaimJitterFactor: DefaultIdleIPReclaimJitterFactor,
@@ -266,27 +263,6 @@ func Defaults() *Config {
 	}
 }
 
-// DefaultRateLimits returns the per-API client limits in calls per minute
-// (Terway main's table); DefaultRateLimitKey covers every other API. A
-// limit of N allows N/60 calls per second with a burst of N.
-func DefaultRateLimits() map[string]int {
-	return map[string]int{
-		DefaultRateLimitKey:                 500,
-		"DescribeNetworkInterfaceAttribute": 2000,
-		"DescribeNetworkInterfaces":         800,
-		"CreateNetworkInterface":            500,
-		"AttachNetworkInterface":            500,
-		"DeleteNetworkInterface":            500,
-		"DetachNetworkInterface":            400,
-		"AssignPrivateIpAddresses":          400,
-		"UnassignPrivateIpAddresses":        400,
-		"AssignIpv6Addresses":               400,
-		"UnassignIpv6Addresses":             400,
-		"DescribeInstanceTypes":             400,
-		"DescribeVSwitches":                 300,
-	}
-}
-
 // Backoff returns the schedule for key: backoff_override[key] if configured,
 // else the built-in one for key, else backoff_override[""], else the built-in
 // default — the schedule the daemon's [backoff.Set] uses for key.
@@ -300,10 +276,10 @@ func (c *Config) RateLimitFor(api string) int {
 	if v, ok := c.RateLimit[api]; ok {
 		return v
 	}
-	if v, ok := c.RateLimit[DefaultRateLimitKey]; ok {
+	if v, ok := c.RateLimit[cloud.DefaultRateLimitKey]; ok {
 		return v
 	}
-	return DefaultRateLimits()[DefaultRateLimitKey]
+	return cloud.DefaultRateLimits()[cloud.DefaultRateLimitKey]
 }
 
 // SecurityGroupIDs returns security_group ∪ security_groups, sorted, without

@@ -74,7 +74,7 @@
 //     DetachNetworkInterface 400, AssignPrivateIpAddresses 400,
 //     UnassignPrivateIpAddresses 400, AssignIpv6Addresses 400,
 //     UnassignIpv6Addresses 400, DescribeInstanceTypes 400, DescribeVSwitches
-//     300, "*" 500 ([DefaultRateLimits], [Config.RateLimitFor]).
+//     300, "*" 500 ([cloud.DefaultRateLimits], [Config.RateLimitFor]).
 //   - backoff_override (object key → backoff): retry schedules. A backoff is
 //     Terway's {"InitialDelay", "Duration", "Factor", "Jitter", "Steps",
 //     "Cap"} (field names case-insensitive; durations as integer nanoseconds
