@@ -96,10 +96,14 @@ var ErrIPVlanUnsupported = errors.New("kernel lacks ipvlan")
 
 // Addresses and numbers shared by the datapaths (Terway's constants).
 const (
-	// ToPodPriority is the priority of the host rule `to podIP lookup main`.
+	// ToPodPriority is the priority of the host rule `to podIP lookup main`
+	// (Terway's toContainerPriority). The daemon's GC (daemon/hostnet)
+	// and the lab's audit find the plugin's rules by this constant, so it
+	// is the one definition of the number.
 	ToPodPriority = 512
 	// FromPodPriority is the priority of the host rule `from podIP iif
-	// <hostVeth> lookup <ENI table>`.
+	// <hostVeth> lookup <ENI table>` (Terway's fromContainerPriority); one
+	// definition, as ToPodPriority.
 	FromPodPriority = 2048
 	// ENITableBase plus the ENI's ifindex is the ENI's route table.
 	ENITableBase = 1000

@@ -13,10 +13,12 @@ import (
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/terway-sim/terway/internal/testnetns"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/terway-sim/terway/cni/datapath"
+	"github.com/terway-sim/terway/internal/testnetns"
 )
 
 // linkPrefix starts every link name the tests create, so TestMain can prove
@@ -150,7 +152,7 @@ func newWorld(t *testing.T, fam family) *world {
 	for i := range w.veths {
 		w.addPod(t, i)
 	}
-	w.addRule(t, &netlink.Rule{Priority: FromPodPriority, Src: w.host(0), Table: eniTable})
+	w.addRule(t, &netlink.Rule{Priority: datapath.FromPodPriority, Src: w.host(0), Table: eniTable})
 	w.addRule(t, &netlink.Rule{Priority: 1000, Dst: w.host(0), Table: eniTable})
 	return w
 }
@@ -224,8 +226,8 @@ func (w *world) addPod(t *testing.T, i int) {
 	veth := w.veths[i]
 	w.addRoute(t, &netlink.Route{Dst: w.host(i), LinkIndex: veth.Attrs().Index, Scope: netlink.SCOPE_LINK})
 	w.addRoute(t, &netlink.Route{Dst: w.host(i), LinkIndex: w.eni.Attrs().Index, Scope: netlink.SCOPE_LINK, Table: eniTable})
-	w.addRule(t, &netlink.Rule{Priority: ToPodPriority, Dst: w.host(i), Table: unix.RT_TABLE_MAIN})
-	w.addRule(t, &netlink.Rule{Priority: FromPodPriority, Src: w.host(i), IifName: veth.Attrs().Name, Table: eniTable})
+	w.addRule(t, &netlink.Rule{Priority: datapath.ToPodPriority, Dst: w.host(i), Table: unix.RT_TABLE_MAIN})
+	w.addRule(t, &netlink.Rule{Priority: datapath.FromPodPriority, Src: w.host(i), IifName: veth.Attrs().Name, Table: eniTable})
 }
 
 // addDecoys adds state that shares the pods' subnet or table but belongs to
@@ -235,7 +237,7 @@ func (w *world) addDecoys(t *testing.T) {
 	eni := w.eni.Attrs().Index
 	w.addRoute(t, &netlink.Route{Dst: ipNet(w.fam.subnet), LinkIndex: eni, Scope: netlink.SCOPE_LINK, Table: eniTable})
 	w.addRoute(t, &netlink.Route{Dst: ipNet(netip.PrefixFrom(w.fam.pods[0], 0).Masked()), LinkIndex: eni, Scope: netlink.SCOPE_LINK, Table: eniTable})
-	w.addRule(t, &netlink.Rule{Priority: FromPodPriority, Src: ipNet(w.fam.subnet), Table: eniTable})
+	w.addRule(t, &netlink.Rule{Priority: datapath.FromPodPriority, Src: ipNet(w.fam.subnet), Table: eniTable})
 }
 
 func (w *world) addRoute(t *testing.T, r *netlink.Route) {

@@ -1,9 +1,10 @@
 // Package hostnet inspects and cleans the host side of pod datapaths in one
 // network namespace: the per-pod policy rules (priority 512 "to podIP" and
-// 2048 "from podIP") and the host routes to podIP/32 (/128) that the CNI
-// plugin creates. The daemon uses it in GC, where a pod's CNI DEL never ran
-// (deleted while the daemon was down, or the runtime lost the DEL), so the
-// plugin's own teardown cannot be relied on to remove them.
+// 2048 "from podIP", the plugin's own constants ToPodPriority and
+// FromPodPriority of cni/datapath) and the host routes to podIP/32 (/128)
+// that the CNI plugin creates. The daemon uses it in GC, where a pod's CNI
+// DEL never ran (deleted while the daemon was down, or the runtime lost the
+// DEL), so the plugin's own teardown cannot be relied on to remove them.
 package hostnet
 
 import (
@@ -14,14 +15,6 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
-)
-
-// Rule priorities the CNI datapaths use for per-pod policy rules
-// (Terway's toContainerPriority and fromContainerPriority). They are exported
-// so callers reporting host state speak the same numbers as the plugin.
-const (
-	ToPodPriority   = 512
-	FromPodPriority = 2048
 )
 
 // ErrClosed is returned by a Host used after Close, so a GC loop racing a

@@ -14,6 +14,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/terway-sim/terway/cni/datapath"
 )
 
 var testFamilies = []family{ipv4, ipv6}
@@ -172,7 +174,7 @@ func TestDeleteAlreadyGone(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, ipv4)
 	rule := netlink.NewRule()
-	rule.Family, rule.Priority, rule.Dst, rule.Table = netlink.FAMILY_V4, ToPodPriority, w.host(0), unix.RT_TABLE_MAIN
+	rule.Family, rule.Priority, rule.Dst, rule.Table = netlink.FAMILY_V4, datapath.ToPodPriority, w.host(0), unix.RT_TABLE_MAIN
 	route := &netlink.Route{Dst: w.host(0), LinkIndex: w.veths[0].Attrs().Index, Table: unix.RT_TABLE_MAIN, Scope: netlink.SCOPE_LINK}
 	for _, want := range []bool{true, false} {
 		if deleted, err := deleteRule(w.nl, rule); deleted != want || err != nil {
@@ -193,12 +195,12 @@ func (w *world) entry(i int) Entry {
 			{Table: eniTable, LinkIndex: eni.Index, LinkName: eni.Name},
 		},
 		Rules: []RuleInfo{
-			{Priority: ToPodPriority, Table: unix.RT_TABLE_MAIN, Direction: DirTo},
-			{Priority: FromPodPriority, Table: eniTable, Direction: DirFrom, IifName: veth.Name},
+			{Priority: datapath.ToPodPriority, Table: unix.RT_TABLE_MAIN, Direction: DirTo},
+			{Priority: datapath.FromPodPriority, Table: eniTable, Direction: DirFrom, IifName: veth.Name},
 		},
 	}
 	if i == 0 {
-		e.Rules = append(e.Rules, RuleInfo{Priority: FromPodPriority, Table: eniTable, Direction: DirFrom})
+		e.Rules = append(e.Rules, RuleInfo{Priority: datapath.FromPodPriority, Table: eniTable, Direction: DirFrom})
 	}
 	return normalize(e)
 }

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/terway-sim/terway/cni/datapath"
 )
 
 // Direction says which side of a policy rule names the pod address, because
@@ -105,7 +107,7 @@ func linkNames(nl *netlink.Handle) (map[int]string, error) {
 func addRules(rules []netlink.Rule, out map[netip.Addr]Entry) {
 	for i := range rules {
 		r := &rules[i]
-		if r.Priority != ToPodPriority && r.Priority != FromPodPriority {
+		if r.Priority != datapath.ToPodPriority && r.Priority != datapath.FromPodPriority {
 			continue
 		}
 		if ip, ok := singleAddr(r.Dst); ok {
