@@ -33,13 +33,16 @@ import (
 // the ENI's ingress is redirected to an ifb whose tbf sets the rate.
 // Traffic from the node through the host peer is not limited.
 
-// eniAliasPrefix marks an ENI this package moved into a pod; the rest of
+// ENIAliasPrefix marks an ENI this package moved into a pod; the rest of
 // the alias is its node name. A previous alias of the ENI is not kept.
-const eniAliasPrefix = "terway-eni:"
+// Teardown clears it when the ENI comes back; an ENI on the node that
+// still carries it left a pod without a teardown, which is how the lab's
+// audit tells (it reads this constant, so the two cannot drift).
+const ENIAliasPrefix = "terway-eni:"
 
 // aliasName returns the node name recorded in an ENI's alias, or "".
 func aliasName(alias string) string {
-	name, ok := strings.CutPrefix(alias, eniAliasPrefix)
+	name, ok := strings.CutPrefix(alias, ENIAliasPrefix)
 	if !ok {
 		return ""
 	}
@@ -109,7 +112,7 @@ func (e *env) claimENI(mac net.HardwareAddr) (netlink.Link, error) {
 		return nil, fmt.Errorf("ENI %s: no link with this MAC in host or pod", mac)
 	}
 	name := l.Attrs().Name
-	if err := e.host.LinkSetAlias(l, eniAliasPrefix+name); err != nil {
+	if err := e.host.LinkSetAlias(l, ENIAliasPrefix+name); err != nil {
 		return nil, fmt.Errorf("mark ENI %s (%s) with its name: %w", name, mac, err)
 	}
 	e.s.ENIName = name

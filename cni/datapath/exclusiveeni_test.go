@@ -64,9 +64,9 @@ func TestExclusiveENI(t *testing.T) {
 			}
 			hostVeth := n.link(t, n.nl, s.HostVeth)
 			podENI := n.link(t, ph, "eth0")
-			if podENI.Attrs().HardwareAddr.String() != n.eniMAC.String() || podENI.Attrs().Alias != eniAliasPrefix+eniName {
+			if podENI.Attrs().HardwareAddr.String() != n.eniMAC.String() || podENI.Attrs().Alias != ENIAliasPrefix+eniName {
 				t.Errorf("pod eth0 has MAC %s alias %q, want the ENI's %s and alias %q",
-					podENI.Attrs().HardwareAddr, podENI.Attrs().Alias, n.eniMAC, eniAliasPrefix+eniName)
+					podENI.Attrs().HardwareAddr, podENI.Attrs().Alias, n.eniMAC, ENIAliasPrefix+eniName)
 			}
 			requireResult(t, res, s, hostVeth, podENI, eniGW4, eniGW6)
 			nodeDump, podDump := dump(t, n.nl), dump(t, ph)
@@ -241,7 +241,7 @@ func TestExclusiveENIReturnedByKernel(t *testing.T) {
 			if err := n.nl.LinkSetName(eni, "dev7"); err != nil {
 				t.Fatalf("fixture rename: %v", err)
 			}
-			if err := n.nl.LinkSetAlias(eni, eniAliasPrefix+eniName); err != nil {
+			if err := n.nl.LinkSetAlias(eni, ENIAliasPrefix+eniName); err != nil {
 				t.Fatalf("fixture alias: %v", err)
 			}
 			if err := n.nl.LinkSetUp(eni); err != nil {

@@ -13,10 +13,6 @@ import (
 	"github.com/terway-sim/terway/fakecloud"
 )
 
-// eniAliasPrefix marks an ENI the plugin moved into a pod (cni/datapath
-// ExclusiveENI); Teardown clears it when the ENI comes back.
-const eniAliasPrefix = "terway-eni:"
-
 // linkRole is what a node link is to the audit.
 type linkRole int
 
@@ -129,7 +125,7 @@ func (d *dpCheck) checkENILink(l linkInfo, e *fakecloud.ENIView) {
 			Detail:  fmt.Sprintf("has the MAC of %s, which the cloud has %s on %q", e.ID, e.Status, e.InstanceID),
 			Sources: []Source{SourceNetNS, SourceCloud}})
 	}
-	if strings.HasPrefix(l.Alias, eniAliasPrefix) {
+	if strings.HasPrefix(l.Alias, datapath.ENIAliasPrefix) {
 		d.ix.add(Finding{Kind: KindStaleLink, Node: d.n.in.Name, Object: "link " + l.Name,
 			Detail:  fmt.Sprintf("ENI %s still carries alias %q: it left a pod without a CNI teardown", e.ID, l.Alias),
 			Sources: []Source{SourceNetNS, SourceStore}})
