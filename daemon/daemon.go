@@ -294,13 +294,7 @@ func (d *Daemon) initCloud(ctx context.Context) error {
 // or the daemon's own tags is refused, since the daemon would lose track
 // of every ENI it creates.
 func (d *Daemon) ownershipTags() (tags, owner map[string]string, err error) {
-	owner = map[string]string{
-		"creator":                             "terway",
-		"terway.alibabacloud.com/instance-id": d.node.Instance.ID,
-	}
-	if d.cfg.ClusterID != "" {
-		owner["terway.alibabacloud.com/cluster-id"] = d.cfg.ClusterID
-	}
+	owner = cloud.OwnerTags(d.node.Instance.ID, d.cfg.ClusterID)
 	tags = map[string]string{}
 	for k, v := range d.cfg.ENITags {
 		tags[k] = v

@@ -62,12 +62,12 @@ type ENIPool struct {
 	events Events
 	kickc  chan struct{}
 
-	mu         sync.Mutex
-	enis       map[string]*eniRes
-	owners     map[string]*eniRes
-	waiters    []*waiter
-	creating   int
-	pause      time.Time
+	mu       sync.Mutex
+	enis     map[string]*eniRes
+	owners   map[string]*eniRes
+	waiters  []*waiter
+	creating int
+	pause    time.Time
 	// pauseLimit: the pause is the instance's ENI limit (see
 	// slotsChangedLocked).
 	pauseLimit bool
@@ -487,7 +487,7 @@ func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 		if e.Type != "Secondary" {
 			continue
 		}
-		if !hasTags(e, p.cfg.owner()) {
+		if !cloud.HasTags(e.Tags, p.cfg.owner()) {
 			// Another owner's (or a user's): its addresses are not ours to
 			// hand out, nor the ENI ours to release.
 			p.log.Info("restore: leaving alone an attached ENI without our ownership tags (creator, instance, cluster, eni_tag_filter)", "eni", e.ID, "status", e.Status)
@@ -522,7 +522,7 @@ func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 		for _, e := range orphans {
 			// Checked here too, not left to the API's tag filter: Trunk
 			// and Member ENIs are never ours to delete.
-			if e.Type != "Secondary" || !hasTags(e, p.cfg.owner()) {
+			if e.Type != "Secondary" || !cloud.HasTags(e.Tags, p.cfg.owner()) {
 				continue
 			}
 			if err := p.node.API.DeleteENI(ctx, e.ID); err != nil {

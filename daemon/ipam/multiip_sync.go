@@ -53,7 +53,7 @@ func (p *MultiIP) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 		if e.Type != "Secondary" {
 			continue // eth0 and trunks are not pool ENIs
 		}
-		if !hasTags(e, p.cfg.owner()) {
+		if !cloud.HasTags(e.Tags, p.cfg.owner()) {
 			// Another owner's (or a user's): its addresses are not ours to
 			// hand out, nor the ENI ours to release.
 			p.log.Info("restore: leaving alone an attached ENI without our ownership tags (creator, instance, cluster, eni_tag_filter)", "eni", e.ID, "status", e.Status)
@@ -162,7 +162,7 @@ func (p *MultiIP) sweep(ctx context.Context) ([]string, error) {
 	busy = p.creating > 0 || p.createGen != gen
 	// Trunk and Member ENIs are never ours to delete, whatever their tags.
 	orphans = slices.DeleteFunc(orphans, func(e cloud.ENI) bool {
-		return p.enis[e.ID] != nil || e.Type != "Secondary" || !hasTags(e, p.cfg.owner())
+		return p.enis[e.ID] != nil || e.Type != "Secondary" || !cloud.HasTags(e.Tags, p.cfg.owner())
 	})
 	p.mu.Unlock()
 	if busy {

@@ -35,7 +35,7 @@ import (
 // ownedBy reports whether e is a plain secondary ENI on instanceID that
 // carries every one of tags with the same value. Empty tags own nothing.
 func ownedBy(e cloud.ENI, instanceID string, tags map[string]string) bool {
-	return len(tags) > 0 && e.Type == "Secondary" && e.InstanceID == instanceID && hasTags(e, tags)
+	return len(tags) > 0 && e.Type == "Secondary" && e.InstanceID == instanceID && cloud.HasTags(e.Tags, tags)
 }
 
 // strayCandidates lists our ENIs attached or attaching to this instance
@@ -252,7 +252,7 @@ func (p *ENIPool) sync(ctx context.Context) {
 	busy = p.creating > 0
 	var del []cloud.ENI
 	for _, e := range orphans {
-		if e.Type == "Secondary" && p.enis[e.ID] == nil && !p.pendingENIs[e.ID] && !p.strays[e.ID] && hasTags(e, p.cfg.owner()) {
+		if e.Type == "Secondary" && p.enis[e.ID] == nil && !p.pendingENIs[e.ID] && !p.strays[e.ID] && cloud.HasTags(e.Tags, p.cfg.owner()) {
 			del = append(del, e)
 		}
 	}
@@ -292,17 +292,6 @@ func checkTagFilter(tags, owner, filter map[string]string) error {
 		}
 	}
 	return nil
-}
-
-// hasTags reports whether e carries every one of tags with the same
-// value; no tags: true.
-func hasTags(e cloud.ENI, tags map[string]string) bool {
-	for k, v := range tags {
-		if got, ok := e.Tags[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
 }
 
 func (p *ENIPool) knownIDsLocked() map[string]bool {

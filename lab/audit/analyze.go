@@ -10,14 +10,6 @@ import (
 	"github.com/terway-sim/terway/fakecloud"
 )
 
-// Tag keys the daemon puts on every ENI it creates (daemon
-// ownershipTags).
-const (
-	tagCreator  = "creator"
-	tagInstance = "terway.alibabacloud.com/instance-id"
-	tagCluster  = "terway.alibabacloud.com/cluster-id"
-)
-
 // index is the snapshot cross-referenced for the checks.
 type index struct {
 	s        *snapshot

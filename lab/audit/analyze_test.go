@@ -14,6 +14,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/terway-sim/terway/cni/datapath"
+	"github.com/terway-sim/terway/daemon/cloud"
 	"github.com/terway-sim/terway/daemon/store"
 	"github.com/terway-sim/terway/fakecloud"
 )
@@ -37,7 +38,7 @@ func baseSnapshot() *snapshot {
 		v := fakecloud.ENIView{ENIInfo: fakecloud.ENIInfo{ID: id, Type: typ, MAC: mac, VSwitchID: "vsw-1", CIDR: vsw.CIDR,
 			Gateway: vsw.Gateway, PrimaryIP: primary, IPv4: ips}, Status: fakecloud.ENIInUse, InstanceID: "i-1", VPCID: "vpc-1"}
 		if typ == fakecloud.ENITypeSecondary {
-			v.Tags = map[string]string{tagCreator: "terway", tagInstance: "i-1"}
+			v.Tags = map[string]string{cloud.TagCreator: cloud.CreatorTerway, cloud.TagInstanceID: "i-1"}
 		}
 		return v
 	}
@@ -172,7 +173,7 @@ func TestAnalyzeFindings(t *testing.T) {
 		{"ENI being created is not an orphan", func(s *snapshot) {
 			s.world.ENIs = append(s.world.ENIs, fakecloud.ENIView{ENIInfo: fakecloud.ENIInfo{ID: "eni-x",
 				Type: fakecloud.ENITypeSecondary, VSwitchID: "vsw-1"}, Status: fakecloud.ENIAvailable,
-				Tags: map[string]string{tagCreator: "terway", tagInstance: "i-1"}})
+				Tags: map[string]string{cloud.TagCreator: cloud.CreatorTerway, cloud.TagInstanceID: "i-1"}})
 			s.nodes[0].store.intents = []store.Intent{{Key: "k", Kind: store.IntentCreateENI}}
 		}, nil, ""},
 		{"ENI attached but unknown to the daemon", func(s *snapshot) {
@@ -199,7 +200,7 @@ func TestAnalyzeFindings(t *testing.T) {
 		}, []Kind{KindStaleTC}, "ingress on eth1"},
 		{"ENI link the cloud attaches elsewhere", func(s *snapshot) {
 			s.world.ENIs[1].InstanceID = "i-2"
-			s.world.ENIs[1].Tags[tagInstance] = "i-2"
+			s.world.ENIs[1].Tags[cloud.TagInstanceID] = "i-2"
 			s.nodes[0].store.atts = nil
 			s.nodes[0].pool.addrs = map[netip.Addr]poolAddr{}
 			s.kube.pods = map[string]*corev1.Pod{}
@@ -227,7 +228,7 @@ func TestAnalyzeFindings(t *testing.T) {
 		}, []Kind{KindMissingIP}, "172.20.2.5"},
 		{"ENI of another cluster", func(s *snapshot) {
 			s.clusterID = "c-lab"
-			s.world.ENIs[1].Tags[tagCluster] = "c-old"
+			s.world.ENIs[1].Tags[cloud.TagClusterID] = "c-old"
 		}, []Kind{KindOrphanENI}, "eni-s"},
 		{"providerID of another instance", func(s *snapshot) {
 			s.kube.nodes["node-1"].Spec.ProviderID = "cn-hangzhou.i-9"

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/terway-sim/terway/daemon/cloud"
 	"github.com/terway-sim/terway/daemon/store"
 	"github.com/terway-sim/terway/fakecloud"
 )
@@ -41,7 +42,7 @@ func (ix *index) checkENIs() {
 // created or released) is skipped.
 func (ix *index) checkOrphan(e *fakecloud.ENIView) {
 	var why []string
-	owner := e.Tags[tagInstance]
+	owner := e.Tags[cloud.TagInstanceID]
 	node := ""
 	if n := ix.byInstance[e.InstanceID]; n != nil {
 		node = n.in.Name
@@ -55,10 +56,10 @@ func (ix *index) checkOrphan(e *fakecloud.ENIView) {
 		}
 		why = append(why, "Available (attached to no instance)")
 	}
-	if e.Tags[tagCreator] == "" && owner == "" {
-		why = append(why, fmt.Sprintf("untagged (no %q or %q tag: not created by terway)", tagCreator, tagInstance))
+	if e.Tags[cloud.TagCreator] == "" && owner == "" {
+		why = append(why, fmt.Sprintf("untagged (no %q or %q tag: not created by terway)", cloud.TagCreator, cloud.TagInstanceID))
 	}
-	if c := e.Tags[tagCluster]; c != "" && ix.s.clusterID != "" && c != ix.s.clusterID {
+	if c := e.Tags[cloud.TagClusterID]; c != "" && ix.s.clusterID != "" && c != ix.s.clusterID {
 		why = append(why, fmt.Sprintf("tagged for cluster %s, not %s", c, ix.s.clusterID))
 	}
 	if owner != "" && e.InstanceID != "" && owner != e.InstanceID {
