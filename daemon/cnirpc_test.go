@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/terway-sim/terway/daemon/config"
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/rpc"
 )
 
@@ -28,7 +29,7 @@ func TestStatusReportsExhaustionOnlyWhenAskedTo(t *testing.T) {
 			for _, n := range []string{"a", "b", "c"} {
 				l.pod("st", n, nil)
 			}
-			_, c, _ := l.daemon(func(o *Options) { o.Mode = ModeENIOnly })
+			_, c, _ := l.daemon(func(o *Options) { o.Mode = mode.ENIOnly })
 			st, err := c.Status(ctxT(t), &rpc.StatusRequest{})
 			if err != nil || !st.Ready || st.Exhausted || st.Capacity != 3 {
 				t.Fatalf("fresh daemon: %+v %v", st, err)
@@ -158,7 +159,7 @@ func TestStatusWhileInitialising(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		d, err := New(ctxT(t), Options{Mode: ModeENIMultiIP, Config: cfg, NodeName: nodeName, Kube: l.kube, StoreNoSync: true})
+		d, err := New(ctxT(t), Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: nodeName, Kube: l.kube, StoreNoSync: true})
 		done <- result{d, err}
 	}()
 	select {

@@ -28,20 +28,15 @@ import (
 	"github.com/terway-sim/terway/daemon/hostnet"
 	"github.com/terway-sim/terway/daemon/ipam"
 	"github.com/terway-sim/terway/daemon/k8s"
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/daemon/store"
 	"github.com/terway-sim/terway/rpc"
 )
 
-// Modes of the daemon (--daemon-mode).
-const (
-	ModeENIMultiIP = "ENIMultiIP"
-	ModeENIOnly    = "ENIOnly"
-	ModeVPC        = "VPC"
-)
-
 // Options are what a Daemon uses.
 type Options struct {
-	Mode     string
+	// Mode is terwayd's --daemon-mode.
+	Mode     mode.Mode
 	Config   *config.Config
 	NodeName string
 	Kube     kubernetes.Interface
@@ -84,7 +79,7 @@ type Options struct {
 type Daemon struct {
 	opts  Options
 	cfg   *config.Config
-	mode  string
+	mode  mode.Mode
 	clock clock.WithTicker
 	log   *slog.Logger
 
@@ -147,10 +142,8 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 	if o.Kube == nil || o.NodeName == "" {
 		return nil, errors.New("daemon: a Kubernetes client and the node name are required")
 	}
-	switch o.Mode {
-	case ModeENIMultiIP, ModeENIOnly, ModeVPC:
-	default:
-		return nil, fmt.Errorf("daemon: unknown mode %q (ENIMultiIP, ENIOnly, VPC)", o.Mode)
+	if _, err := mode.Parse(string(o.Mode)); err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
 	}
 	d := &Daemon{opts: o, cfg: o.Config, mode: o.Mode, clock: o.Clock, log: o.Logger.With("node", o.NodeName),
 		pending: map[string]bool{}, ready: make(chan struct{}), sticky: o.Config.StickyTime.Duration}
@@ -365,7 +358,7 @@ func (d *Daemon) initPool(ctx context.Context) error {
 			d.node, vp, d.clock, d.log, nodeEvents{d})
 	}
 	switch d.mode {
-	case ModeENIMultiIP:
+	case mode.ENIMultiIP:
 		sizes, err := d.cfg.PoolSizes(capa.MaxENI, d.limits.IPv4PerAdapter)
 		if err != nil {
 			return err
@@ -383,14 +376,14 @@ func (d *Daemon) initPool(ctx context.Context) error {
 			return err
 		}
 		d.mgr = multiIPManager{pool: pool}
-	case ModeENIOnly:
+	case mode.ENIOnly:
 		pool, err := enis()
 		if err != nil {
 			return err
 		}
 		d.capacity = capa.ENIOnly
 		d.mgr = eniManager{pool: pool}
-	case ModeVPC:
+	case mode.VPC:
 		n, err := d.kube.Node(ctx)
 		if err != nil {
 			return err
@@ -410,7 +403,7 @@ func (d *Daemon) initPool(ctx context.Context) error {
 		d.capacity = cidr.Size()
 		d.mgr = vpcManager{cidr: cidr, enis: pool}
 	}
-	if d.opts.DevicePluginDir != "" && d.mode != ModeENIMultiIP && !d.cfg.DisableDevicePlugin {
+	if d.opts.DevicePluginDir != "" && d.mode != mode.ENIMultiIP && !d.cfg.DisableDevicePlugin {
 		// Exclusive ENIs reach the scheduler as a countable resource.
 		d.devices = deviceplugin.New(deviceplugin.Options{Dir: d.opts.DevicePluginDir, Logger: d.log, Clock: d.clock})
 		d.devices.SetCount(capa.MaxENI)

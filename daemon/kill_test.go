@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/terway-sim/terway/daemon/config"
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/rpc"
 )
@@ -54,7 +55,7 @@ func childMain() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	d, err := New(ctx, Options{Mode: ModeENIMultiIP, Config: cfg, NodeName: nodeName, Kube: fake.NewClientset(objs...), Logger: logger})
+	d, err := New(ctx, Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: nodeName, Kube: fake.NewClientset(objs...), Logger: logger})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3

@@ -14,6 +14,7 @@ import (
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
 
 	"github.com/terway-sim/terway/daemon/cloud"
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/rpc"
 )
@@ -78,12 +79,12 @@ func allocUntil(c rpc.TerwayBackendClient, ns, name string, deadline time.Time) 
 func TestLostAttachAnswerLeaksNoENI(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		mode     string
+		mode     mode.Mode
 		burst    int // pods asking while the faults are on
 		capacity int
 	}{
-		{"ENIMultiIP", ModeENIMultiIP, 30, 45},
-		{"ENIOnly", ModeENIOnly, 2, 3},
+		{"ENIMultiIP", mode.ENIMultiIP, 30, 45},
+		{"ENIOnly", mode.ENIOnly, 2, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLab(t, func(s *fakecloud.Spec, o *fakecloud.Options) {
@@ -91,7 +92,7 @@ func TestLostAttachAnswerLeaksNoENI(t *testing.T) {
 			})
 			l.conf = strings.Replace(l.conf, `"pool_check_period":"1h"`, `"pool_check_period":"200ms"`, 1)
 			l.conf = strings.Replace(l.conf, `"gc_period":"1h"`, `"gc_period":"500ms"`, 1)
-			if tc.mode == ModeENIOnly {
+			if tc.mode == mode.ENIOnly {
 				l.conf = strings.Replace(l.conf, `"max_pool_size":5`, `"max_pool_size":0`, 1)
 			}
 			// Failed growth pauses long enough for the burst's creations to

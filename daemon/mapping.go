@@ -9,6 +9,7 @@ import (
 	"github.com/terway-sim/terway/daemon/hostnet"
 	"github.com/terway-sim/terway/daemon/ipam"
 	"github.com/terway-sim/terway/daemon/k8s"
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/daemon/store"
 	"github.com/terway-sim/terway/rpc"
 )
@@ -63,7 +64,7 @@ func (d *Daemon) addressID(ip ipam.IP) string {
 	switch {
 	case ip.ENIID == "":
 		return ip.IPv4.String()
-	case d.mode == ModeENIMultiIP:
+	case d.mode == mode.ENIMultiIP:
 		return ip.ID()
 	}
 	return ip.MAC

@@ -13,13 +13,14 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/terway-sim/terway/internal/testnetns"
 	"github.com/vishvananda/netlink"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	dpapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/terway-sim/terway/daemon/mode"
+	"github.com/terway-sim/terway/internal/testnetns"
 	"github.com/terway-sim/terway/rpc"
 )
 
@@ -354,7 +355,7 @@ func TestDevicePluginAdvertisesENIs(t *testing.T) {
 	go srv.Serve(ln)
 	t.Cleanup(srv.Stop)
 	l.conf = strings.Replace(l.conf, `"max_pool_size":5`, `"max_pool_size":0`, 1)
-	l.daemon(func(o *Options) { o.Mode = ModeENIOnly; o.DevicePluginDir = dir })
+	l.daemon(func(o *Options) { o.Mode = mode.ENIOnly; o.DevicePluginDir = dir })
 	var reg *dpapi.RegisterRequest
 	select {
 	case reg = <-k.got:

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/rpc"
 )
@@ -22,7 +23,7 @@ func TestENIOnlyMode(t *testing.T) {
 	for _, n := range []string{"a", "b", "c", "d", "e"} {
 		l.pod("eo", n, nil)
 	}
-	d, c, _ := l.daemon(func(o *Options) { o.Mode = ModeENIOnly })
+	d, c, _ := l.daemon(func(o *Options) { o.Mode = mode.ENIOnly })
 	macs := map[string]bool{}
 	for _, n := range []string{"a", "b", "c"} {
 		r, err := alloc(t, c, "eo", n, "c-"+n)
@@ -86,7 +87,7 @@ func TestVPCMode(t *testing.T) {
 	l.pod("v", "plain", nil)
 	l.pod("v", "plain2", nil)
 	l.pod("v", "exclusive", func(p *corev1.Pod) { p.Annotations = map[string]string{"k8s.aliyun.com/ENI": "true"} })
-	_, c, _ := l.daemon(func(o *Options) { o.Mode = ModeVPC })
+	_, c, _ := l.daemon(func(o *Options) { o.Mode = mode.VPC })
 	r, err := alloc(t, c, "v", "plain", "c1")
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +113,7 @@ func TestVPCMode(t *testing.T) {
 	l2 := newLab(t)
 	cfgErr := func() error {
 		cfg := l2.daemonConfig()
-		_, err := New(ctxT(t), Options{Mode: ModeVPC, Config: cfg, NodeName: nodeName, Kube: l2.kube, StoreNoSync: true})
+		_, err := New(ctxT(t), Options{Mode: mode.VPC, Config: cfg, NodeName: nodeName, Kube: l2.kube, StoreNoSync: true})
 		return err
 	}()
 	if cfgErr == nil || !strings.Contains(cfgErr.Error(), "podCIDR") {

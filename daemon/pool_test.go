@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/daemon/store"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/rpc"
@@ -203,7 +204,7 @@ func TestTerwayDBRefusedThenImported(t *testing.T) {
 	db.Close()
 	before, _ := os.ReadFile(path)
 
-	_, err = New(ctxT(t), Options{Mode: ModeENIMultiIP, Config: l.daemonConfig(), NodeName: nodeName, Kube: l.kube, StoreNoSync: true})
+	_, err = New(ctxT(t), Options{Mode: mode.ENIMultiIP, Config: l.daemonConfig(), NodeName: nodeName, Kube: l.kube, StoreNoSync: true})
 	if err == nil || !strings.Contains(err.Error(), "written by Terway") || !strings.Contains(err.Error(), "refusing") {
 		t.Fatalf("Terway DB without import: %v", err)
 	}

@@ -34,6 +34,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/terway-sim/terway/daemon/config"
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/rpc"
 )
@@ -1204,7 +1205,7 @@ func schedChildMain() int {
 	ctl := os.Getenv(schedCtlEnv)
 	off := api.catchUp(ctx, ctl, 0, logger)
 	go api.follow(ctx, ctl, off, logger)
-	d, err := New(ctx, Options{Mode: ModeENIMultiIP, Config: cfg, NodeName: nodeName, Kube: api.cs, Logger: logger})
+	d, err := New(ctx, Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: nodeName, Kube: api.cs, Logger: logger})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3

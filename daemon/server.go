@@ -13,6 +13,7 @@ import (
 
 	"github.com/terway-sim/terway/daemon/ipam"
 	"github.com/terway-sim/terway/daemon/k8s"
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/daemon/store"
 	"github.com/terway-sim/terway/rpc"
 )
@@ -362,9 +363,9 @@ func (b *backend) RecordEvent(ctx context.Context, r *rpc.EventRequest) (*rpc.Ev
 // defaultIPType is the network type of the daemon's mode.
 func (d *Daemon) defaultIPType() rpc.IPType {
 	switch d.mode {
-	case ModeENIOnly:
+	case mode.ENIOnly:
 		return rpc.IPType_TypeVPCENI
-	case ModeVPC:
+	case mode.VPC:
 		return rpc.IPType_TypeVPCIP
 	}
 	return rpc.IPType_TypeENIMultiIP

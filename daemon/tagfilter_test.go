@@ -15,6 +15,7 @@ import (
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
 
 	"github.com/terway-sim/terway/daemon/cloud"
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/rpc"
 )
@@ -32,18 +33,18 @@ import (
 // attached ENIs leave the ecs.g7.xlarge (4 ENIs) one slot for the daemon:
 // a second exclusive pod is refused, and neither of them is taken for it.
 func TestENITagFilter(t *testing.T) {
-	for _, mode := range []string{ModeENIMultiIP, ModeENIOnly} {
-		t.Run(mode, func(t *testing.T) { tagFilterRun(t, mode) })
+	for _, m := range []mode.Mode{mode.ENIMultiIP, mode.ENIOnly} {
+		t.Run(string(m), func(t *testing.T) { tagFilterRun(t, m) })
 	}
 }
 
-func tagFilterRun(t *testing.T, mode string) {
+func tagFilterRun(t *testing.T, m mode.Mode) {
 	filter := map[string]string{"team": "net"}
 	l := newLab(t)
 	l.conf = strings.Replace(l.conf, `"pool_check_period":"1h"`, `"pool_check_period":"100ms"`, 1)
 	l.conf = strings.Replace(l.conf, `"cluster_id":"c-test"`, `"cluster_id":"c-test","eni_tag_filter":{"team":"net"}`, 1)
 	pods := []string{"p0", "p1", "p2"}
-	if mode == ModeENIOnly {
+	if m == mode.ENIOnly {
 		l.conf = strings.Replace(l.conf, `"max_pool_size":5`, `"max_pool_size":0`, 1)
 		pods = []string{"p0"}
 	}
@@ -114,7 +115,7 @@ func tagFilterRun(t *testing.T, mode string) {
 		eventually(t, o.what+" InUse", func() bool { return status(o.id) == fakecloud.ENIInUse })
 	}
 
-	d, c, stop := l.daemon(func(o *Options) { o.Mode = mode })
+	d, c, stop := l.daemon(func(o *Options) { o.Mode = m })
 	for _, o := range others {
 		if o.attach != "after" {
 			continue
@@ -137,7 +138,7 @@ func tagFilterRun(t *testing.T, mode string) {
 		}
 		got[p] = podIP(r)
 	}
-	if mode == ModeENIOnly {
+	if m == mode.ENIOnly {
 		// The instance's last ENI slot is taken: the attach of another
 		// ENI is refused, and the pod with it.
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -203,7 +204,7 @@ func tagFilterRun(t *testing.T, mode string) {
 	}
 	check(d, "first run")
 	stop()
-	d, c, _ = l.daemon(func(o *Options) { o.Mode = mode })
+	d, c, _ = l.daemon(func(o *Options) { o.Mode = m })
 	check(d, "after a restart")
 }
 
@@ -216,7 +217,7 @@ func TestENITagFilterContradiction(t *testing.T) {
 		l.conf = strings.Replace(l.conf, `"cluster_id":"c-test"`,
 			`"cluster_id":"c-test","eni_tags":{"team":"net"},"eni_tag_filter":`+filter, 1)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		d, err := New(ctx, Options{Mode: ModeENIMultiIP, Config: l.daemonConfig(), NodeName: nodeName, Kube: l.kube, StoreNoSync: true})
+		d, err := New(ctx, Options{Mode: mode.ENIMultiIP, Config: l.daemonConfig(), NodeName: nodeName, Kube: l.kube, StoreNoSync: true})
 		cancel()
 		if err == nil {
 			d.Close()

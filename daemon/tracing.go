@@ -47,7 +47,7 @@ func (t *tracing) GetResourceConfig(_ context.Context, r *rpc.ResourceTypeNameRe
 	d := t.d
 	switch r.Type {
 	case traceService:
-		return &rpc.ResourceConfigReply{Config: kv("name", "default", "daemon_mode", d.mode, "node", d.opts.NodeName,
+		return &rpc.ResourceConfigReply{Config: kv("name", "default", "daemon_mode", string(d.mode), "node", d.opts.NodeName,
 			"instance_id", d.node.Instance.ID, "instance_type", d.limits.InstanceType, "socket", d.cfg.SocketPath,
 			"store", d.cfg.StorePath)}, nil
 	case tracePool:

@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/lab/workload"
 )
 
@@ -33,7 +34,7 @@ var _ = Describe("Pod networking in any mode", Ordered, ContinueOnFailure, Seria
 			Skip("no schedulable node")
 		}
 		replicas := anyModePodsPerNode * len(nodes)
-		exclusive := tw.Mode == ModeENIOnly
+		exclusive := tw.Mode == mode.ENIOnly
 		if exclusive {
 			// Each pod takes a whole ENI, and a node has only a few.
 			replicas = 0
@@ -58,7 +59,7 @@ var _ = Describe("Pod networking in any mode", Ordered, ContinueOnFailure, Seria
 
 	It("gives every pod an address where its mode puts it (VPC: tier 1; ENI modes: tier 2)", func(ctx SpecContext) {
 		var problems []string
-		if tw.Mode == ModeVPC {
+		if tw.Mode == mode.VPC {
 			problems = CheckPodAddresses(tw.Mode, nil, env.Nodes(ctx), pods)
 		} else {
 			env.RequireCloud()

@@ -122,7 +122,7 @@ func (e *Env) Tiers() string {
 	if e.noLab != "" {
 		s += "; tier 3 (nodes): no: " + e.noLab
 	} else {
-		s += "; tier 3 (lab " + e.Lab.Name + ", mode " + e.Lab.Mode + "): yes"
+		s += "; tier 3 (lab " + e.Lab.Name + ", mode " + string(e.Lab.Mode) + "): yes"
 	}
 	return s
 }

@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/lab/audit"
 	"github.com/terway-sim/terway/lab/workload"
 )
@@ -39,8 +40,8 @@ var _ = Describe("ENIMultiIP basics", Ordered, ContinueOnFailure, Serial, Label(
 
 	BeforeAll(func(ctx SpecContext) {
 		tw = env.Terway(ctx)
-		if tw.Mode != ModeENIMultiIP {
-			Skip(fmt.Sprintf("terway runs in %s mode, this scenario needs %s", tw.Mode, ModeENIMultiIP))
+		if tw.Mode != mode.ENIMultiIP {
+			Skip(fmt.Sprintf("terway runs in %s mode, this scenario needs %s", tw.Mode, mode.ENIMultiIP))
 		}
 		nodes = env.SchedulableNodes(ctx)
 		if len(nodes) < 2 {
@@ -95,7 +96,7 @@ var _ = Describe("ENIMultiIP basics", Ordered, ContinueOnFailure, Serial, Label(
 
 	It("gives every pod an address of an ENI attached to its node's instance (tier 2)", func(ctx SpecContext) {
 		env.RequireCloud()
-		problems := CheckPodAddresses(ModeENIMultiIP, env.World(ctx), env.Nodes(ctx), pods)
+		problems := CheckPodAddresses(mode.ENIMultiIP, env.World(ctx), env.Nodes(ctx), pods)
 		Expect(problems).To(BeEmpty(), strings.Join(problems, "\n"))
 	}, SpecTimeout(time.Minute))
 
@@ -168,7 +169,7 @@ func idlePools(ctx context.Context, tw workload.Terway) (map[string]int, []strin
 				bad = append(bad, fmt.Sprintf("%s: no instance in the world", n.Name))
 				continue
 			}
-			idle[n.Name] = IdleAddresses(ModeENIMultiIP, world, inst, held[n.Name])
+			idle[n.Name] = IdleAddresses(mode.ENIMultiIP, world, inst, held[n.Name])
 		}
 	}
 	for _, name := range sortedKeys(idle) {

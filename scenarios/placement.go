@@ -7,14 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
-)
-
-// Terway's modes (terwayd --daemon-mode).
-const (
-	ModeENIMultiIP = "ENIMultiIP"
-	ModeENIOnly    = "ENIOnly"
-	ModeVPC        = "VPC"
 )
 
 // The world's ENI type and status that pods' ENIs have.
@@ -69,7 +63,7 @@ func indexAddresses(world *fakecloud.WorldView) map[netip.Addr]eniAddr {
 //   - ENIOnly: the primary address of such an ENI (the pod has the whole
 //     ENI), or one of its IPv6 addresses;
 //   - VPC: inside the node's podCIDRs (world is not needed and may be nil).
-func CheckPodAddresses(mode string, world *fakecloud.WorldView, nodes []corev1.Node, pods []corev1.Pod) []string {
+func CheckPodAddresses(m mode.Mode, world *fakecloud.WorldView, nodes []corev1.Node, pods []corev1.Pod) []string {
 	byName := map[string]corev1.Node{}
 	for _, n := range nodes {
 		byName[n.Name] = n
@@ -89,7 +83,7 @@ func CheckPodAddresses(mode string, world *fakecloud.WorldView, nodes []corev1.N
 			continue
 		}
 		for _, s := range podIPs(p) {
-			if msg := checkAddress(mode, world, idx, node, s); msg != "" {
+			if msg := checkAddress(m, world, idx, node, s); msg != "" {
 				problems = append(problems, fmt.Sprintf("%s/%s on %s: %s %s", p.Namespace, p.Name, node.Name, s, msg))
 			}
 		}
@@ -109,12 +103,12 @@ func podIPs(p corev1.Pod) []string {
 }
 
 // checkAddress says what is wrong with one pod address, or "".
-func checkAddress(mode string, world *fakecloud.WorldView, idx map[netip.Addr]eniAddr, node corev1.Node, s string) string {
+func checkAddress(m mode.Mode, world *fakecloud.WorldView, idx map[netip.Addr]eniAddr, node corev1.Node, s string) string {
 	a, err := netip.ParseAddr(s)
 	if err != nil {
 		return "is not an address"
 	}
-	if mode == ModeVPC {
+	if m == mode.VPC {
 		return checkPodCIDR(node, a)
 	}
 	if world == nil {
@@ -134,7 +128,7 @@ func checkAddress(mode string, world *fakecloud.WorldView, idx map[netip.Addr]en
 		return "is not on an ENI of instance " + inst + " " + where
 	case at.eni.Type != eniSecondary || at.eni.Status != eniInUse:
 		return "is not on an InUse Secondary ENI " + where
-	case mode == ModeENIOnly && at.role == "secondary":
+	case m == mode.ENIOnly && at.role == "secondary":
 		return "is a secondary address, but ENIOnly pods get an ENI's primary " + where
 	}
 	return ""
@@ -158,20 +152,20 @@ func checkPodCIDR(node corev1.Node, a netip.Addr) string {
 // Secondary ENIs of the instance that no pod holds; for ENIOnly those
 // ENIs whose primary no pod holds. held are the addresses of every pod
 // on the node. VPC mode has no cloud pool: 0.
-func IdleAddresses(mode string, world *fakecloud.WorldView, instanceID string, held map[netip.Addr]bool) int {
+func IdleAddresses(m mode.Mode, world *fakecloud.WorldView, instanceID string, held map[netip.Addr]bool) int {
 	n := 0
 	for _, e := range world.ENIs {
 		if e.InstanceID != instanceID || e.Type != eniSecondary || e.Status != eniInUse {
 			continue
 		}
-		switch mode {
-		case ModeENIMultiIP:
+		switch m {
+		case mode.ENIMultiIP:
 			for _, a := range append([]netip.Addr{e.PrimaryIP}, e.IPv4...) {
 				if !held[a] {
 					n++
 				}
 			}
-		case ModeENIOnly:
+		case mode.ENIOnly:
 			if !held[e.PrimaryIP] {
 				n++
 			}

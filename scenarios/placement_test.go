@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 )
 
@@ -79,7 +80,7 @@ func TestCheckPodAddressesENIMultiIP(t *testing.T) {
 		pod("nowhere", "lab-2", "192.168.7.7"),
 		pod("pending", ""),
 	}
-	got := CheckPodAddresses(ModeENIMultiIP, testWorld(), testNodes(), pods)
+	got := CheckPodAddresses(mode.ENIMultiIP, testWorld(), testNodes(), pods)
 	want := []string{
 		"ns/other-node on lab-1: 192.168.1.21 is not on an ENI of instance i-1",
 		"ns/primary-eni on lab-1: 192.168.0.99 is not on an InUse Secondary ENI (secondary of Primary ENI eni-p1",
@@ -97,12 +98,12 @@ func TestCheckPodAddressesENIMultiIP(t *testing.T) {
 }
 
 func TestCheckPodAddressesENIOnlyAndVPC(t *testing.T) {
-	got := CheckPodAddresses(ModeENIOnly, testWorld(), testNodes(),
+	got := CheckPodAddresses(mode.ENIOnly, testWorld(), testNodes(),
 		[]corev1.Pod{pod("ok", "lab-1", "192.168.0.20"), pod("shared", "lab-1", "192.168.0.21")})
 	if len(got) != 1 || !strings.Contains(got[0], "ns/shared") || !strings.Contains(got[0], "ENIOnly pods get an ENI's primary") {
 		t.Errorf("ENIOnly problems: %q", got)
 	}
-	got = CheckPodAddresses(ModeVPC, nil, testNodes(), []corev1.Pod{
+	got = CheckPodAddresses(mode.VPC, nil, testNodes(), []corev1.Pod{
 		pod("ok", "lab-1", "172.20.0.5"), pod("ok2", "lab-2", "172.20.1.5"), pod("wrong", "lab-2", "172.20.0.6"),
 		pod("lost", "lab-3", "172.20.0.7"),
 	})
@@ -110,7 +111,7 @@ func TestCheckPodAddressesENIOnlyAndVPC(t *testing.T) {
 		!strings.Contains(got[1], "node lab-3 unknown") {
 		t.Errorf("VPC problems: %q", got)
 	}
-	if got := CheckPodAddresses(ModeENIMultiIP, nil, testNodes(), []corev1.Pod{pod("a", "lab-1", "192.168.0.21")}); len(got) != 1 ||
+	if got := CheckPodAddresses(mode.ENIMultiIP, nil, testNodes(), []corev1.Pod{pod("a", "lab-1", "192.168.0.21")}); len(got) != 1 ||
 		!strings.Contains(got[0], "no world") {
 		t.Errorf("no world: %q", got)
 	}
@@ -126,16 +127,16 @@ func TestIdleAndHeldAddresses(t *testing.T) {
 		t.Fatalf("held = %v", held)
 	}
 	w := testWorld()
-	if got := IdleAddresses(ModeENIMultiIP, w, "i-1", held["lab-1"]); got != 2 {
+	if got := IdleAddresses(mode.ENIMultiIP, w, "i-1", held["lab-1"]); got != 2 {
 		t.Errorf("ENIMultiIP idle on i-1 = %d, want 2 (eni-s1's primary and .22)", got)
 	}
-	if got := IdleAddresses(ModeENIOnly, w, "i-1", held["lab-1"]); got != 1 {
+	if got := IdleAddresses(mode.ENIOnly, w, "i-1", held["lab-1"]); got != 1 {
 		t.Errorf("ENIOnly idle on i-1 = %d, want 1", got)
 	}
-	if got := IdleAddresses(ModeENIOnly, w, "i-1", map[netip.Addr]bool{netip.MustParseAddr("192.168.0.20"): true}); got != 0 {
+	if got := IdleAddresses(mode.ENIOnly, w, "i-1", map[netip.Addr]bool{netip.MustParseAddr("192.168.0.20"): true}); got != 0 {
 		t.Errorf("ENIOnly idle with the ENI held = %d", got)
 	}
-	if got := IdleAddresses(ModeVPC, w, "i-1", nil); got != 0 {
+	if got := IdleAddresses(mode.VPC, w, "i-1", nil); got != 0 {
 		t.Errorf("VPC idle = %d", got)
 	}
 }

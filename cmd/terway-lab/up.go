@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/lab/cluster"
 	"github.com/terway-sim/terway/lab/prereq"
 )
@@ -22,12 +23,14 @@ type upOptions struct {
 	cacheDir string
 	noApt    bool
 	timeout  time.Duration
+	// mode is --mode; prepare puts it into cfg.Mode, which Validate checks.
+	mode string
 }
 
 func (o *upOptions) addFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.IntVar(&o.cfg.Nodes, "nodes", 2, "number of nodes (instances of the world)")
-	f.StringVar(&o.cfg.Mode, "mode", cluster.ModeENIMultiIP, "Terway mode: ENIMultiIP, ENIOnly or VPC")
+	f.StringVar(&o.mode, "mode", string(mode.Default), "Terway mode: ENIMultiIP, ENIOnly or VPC")
 	f.StringVar(&o.cfg.InstanceType, "instance-type", cluster.DefaultInstanceType, "ECS instance type of the nodes")
 	f.StringVar(&o.cfg.WorldFile, "world", "", "fakecloud world file; its running instances become the nodes")
 	f.Float64Var(&o.cfg.TimeScale, "time-scale", 1, "scale of fakecloud's delays (attach, metadata lag, ...)")
@@ -69,7 +72,7 @@ func prepare(ctx context.Context, g *globals, o *upOptions) error {
 	if os.Geteuid() != 0 {
 		return errors.New("terway-lab needs root (network namespaces, mounts, cgroups)")
 	}
-	o.cfg.Name, o.cfg.Dir = g.name, g.dir()
+	o.cfg.Name, o.cfg.Dir, o.cfg.Mode = g.name, g.dir(), mode.Mode(o.mode)
 	if err := o.cfg.Validate(); err != nil {
 		return err
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/terway-sim/terway/daemon"
 	"github.com/terway-sim/terway/daemon/config"
 	"github.com/terway-sim/terway/daemon/k8s"
+	"github.com/terway-sim/terway/daemon/mode"
 )
 
 func main() {
@@ -81,7 +82,7 @@ an RFC 7396 merge patch, at start.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.mode, "daemon-mode", daemon.ModeENIMultiIP, "ENIMultiIP, ENIOnly or VPC")
+	f.StringVar(&o.mode, "daemon-mode", string(mode.Default), "ENIMultiIP, ENIOnly or VPC")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.readonlyListen, "readonly-listen", "unix:///var/run/eni/eni_debug.socket", "metrics and pprof listener: unix:///path or host:port")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config)")
@@ -128,7 +129,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	d, err := daemon.New(ctx, daemon.Options{Mode: o.mode, Config: cfg, NodeName: node, Kube: kube, Logger: log,
+	d, err := daemon.New(ctx, daemon.Options{Mode: mode.Mode(o.mode), Config: cfg, NodeName: node, Kube: kube, Logger: log,
 		Registerer: reg, ImportTerwayDB: o.importTerwayDB, RebuildStore: o.rebuildStore, HostNetNS: o.hostNetNS, DevicePluginDir: o.devicePluginDir,
 		CheckPeriod: check})
 	if err != nil {

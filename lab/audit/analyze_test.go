@@ -15,6 +15,7 @@ import (
 
 	"github.com/terway-sim/terway/cni/datapath"
 	"github.com/terway-sim/terway/daemon/cloud"
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/daemon/store"
 	"github.com/terway-sim/terway/fakecloud"
 )
@@ -65,7 +66,7 @@ func baseSnapshot() *snapshot {
 		addr("192.168.0.22"): {ENIID: "eni-s", State: "idle"},
 		addr("192.168.0.23"): {ENIID: "eni-s", State: "idle"},
 	}}
-	return &snapshot{mode: ModeENIMultiIP, vethPrefix: DefaultVethPrefix, now: t0, world: w, kube: k,
+	return &snapshot{mode: mode.ENIMultiIP, vethPrefix: DefaultVethPrefix, now: t0, world: w, kube: k,
 		nodes: []*nodeSnap{{in: NodeInput{Name: "node-1", InstanceID: "i-1"}, store: st, pool: pool, net: baseNet()}}}
 }
 
@@ -211,14 +212,14 @@ func TestAnalyzeFindings(t *testing.T) {
 			s.nodes[0].net.rules = s.nodes[0].net.rules[1:]
 		}, []Kind{KindMissingDatapath}, "ns/a"},
 		{"ENIOnly: secondary address of a pool ENI is leaked even without a pool view", func(s *snapshot) {
-			s.mode, s.nodes[0].pool, s.nodes[0].net = ModeENIOnly, nil, nil
+			s.mode, s.nodes[0].pool, s.nodes[0].net = mode.ENIOnly, nil, nil
 			s.nodes[0].store.atts[0].IPType = store.IPTypeVPCENI
 			s.nodes[0].store.atts[0].Resources[0] = store.Resource{Type: store.ResourceENI, ID: macENIs, ENIID: "eni-s",
 				ENIMAC: macENIs, IPv4: "192.168.0.20"}
 			s.kube.pods["ns/a"].Status.PodIPs = []corev1.PodIP{{IP: "192.168.0.20"}}
 		}, []Kind{KindLeakedIP, KindLeakedIP, KindLeakedIP}, "192.168.0.21 on eni-s"},
 		{"VPC: store address outside the node podCIDR", func(s *snapshot) {
-			s.mode, s.nodes[0].net = ModeVPC, nil
+			s.mode, s.nodes[0].net = mode.VPC, nil
 			s.world.ENIs = s.world.ENIs[:1]
 			s.kube.nodes["node-1"].Spec.PodCIDR = "172.20.1.0/24"
 			s.kube.pods["ns/a"].Status.PodIPs = []corev1.PodIP{{IP: "172.20.2.5"}}

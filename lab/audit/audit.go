@@ -9,14 +9,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
-)
-
-// Modes (the daemon's --daemon-mode).
-const (
-	ModeENIMultiIP = "ENIMultiIP"
-	ModeENIOnly    = "ENIOnly"
-	ModeVPC        = "VPC"
 )
 
 // DefaultVethPrefix is the CNI plugin's default host veth prefix
@@ -53,8 +47,8 @@ type Input struct {
 	// Kube is the API server.
 	Kube  kubernetes.Interface
 	Nodes []NodeInput
-	// Mode is the daemons' mode; empty means ENIMultiIP.
-	Mode string
+	// Mode is the daemons' mode; empty means mode.Default (ENIMultiIP).
+	Mode mode.Mode
 	// VethPrefix is the plugin's veth_prefix; empty means
 	// DefaultVethPrefix.
 	VethPrefix string
@@ -67,12 +61,11 @@ type Input struct {
 }
 
 func (in *Input) validate() error {
-	switch in.Mode {
-	case "":
-		in.Mode = ModeENIMultiIP
-	case ModeENIMultiIP, ModeENIOnly, ModeVPC:
-	default:
-		return fmt.Errorf("audit: unknown mode %q (%s, %s, %s)", in.Mode, ModeENIMultiIP, ModeENIOnly, ModeVPC)
+	if in.Mode == "" {
+		in.Mode = mode.Default
+	}
+	if _, err := mode.Parse(string(in.Mode)); err != nil {
+		return fmt.Errorf("audit: %w", err)
 	}
 	if in.FakecloudURL == "" || in.Kube == nil {
 		return errors.New("audit: FakecloudURL and Kube are required")
@@ -132,7 +125,7 @@ func RunUntilClean(ctx context.Context, in Input, within time.Duration) (*Report
 
 // snapshot is everything the audit read.
 type snapshot struct {
-	mode       string
+	mode       mode.Mode
 	vethPrefix string
 	clusterID  string
 	now        time.Time

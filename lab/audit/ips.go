@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/daemon/store"
 	"github.com/terway-sim/terway/fakecloud"
 )
@@ -40,7 +41,7 @@ func (ix *index) poolManaged(e *fakecloud.ENIView, ip netip.Addr) bool {
 	if e.Type != fakecloud.ENITypeSecondary {
 		return false
 	}
-	return ix.s.mode == ModeENIMultiIP || ip == e.PrimaryIP
+	return ix.s.mode == mode.ENIMultiIP || ip == e.PrimaryIP
 }
 
 // eniIPv4 are the IPv4 addresses of e that may be pod addresses: all but
@@ -124,7 +125,7 @@ func (ix *index) unpooledWhy(e *fakecloud.ENIView) string {
 	if e.Type != fakecloud.ENITypeSecondary {
 		return e.Type + " ENIs are not pool ENIs"
 	}
-	return ix.s.mode + " mode uses an ENI's primary address only"
+	return string(ix.s.mode) + " mode uses an ENI's primary address only"
 }
 
 func (ix *index) leakSources(n *nodeSnap) []Source {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/terway-sim/terway/daemon"
 	"github.com/terway-sim/terway/daemon/config"
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/internal/plugintest"
 	"github.com/terway-sim/terway/internal/testnetns"
@@ -136,7 +137,7 @@ func (e *labEnv) startDaemon() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := daemon.New(ctxT(t), daemon.Options{Mode: daemon.ModeENIMultiIP, Config: cfg, NodeName: nodeName, Kube: e.kube,
+	d, err := daemon.New(ctxT(t), daemon.Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: nodeName, Kube: e.kube,
 		StoreNoSync: true, HostNetNS: e.ln.NetNSPath(), HTTPClient: e.ln.HTTPClient(),
 		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	if err != nil {
@@ -157,7 +158,7 @@ func (e *labEnv) startDaemon() {
 
 // input is the audit's view of this lab.
 func (e *labEnv) input() Input {
-	return Input{FakecloudURL: e.api.URL, AdminToken: adminToken, Kube: e.kube, Mode: ModeENIMultiIP,
+	return Input{FakecloudURL: e.api.URL, AdminToken: adminToken, Kube: e.kube, Mode: mode.ENIMultiIP,
 		Nodes: []NodeInput{{Name: nodeName, InstanceID: instance1, NetNS: e.ln.NetNSPath(),
 			StorePath: e.path("store.db"), Socket: e.path("eni.socket")}}}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/terway-sim/terway/daemon/mode"
 )
 
 // Kind names what a finding is about.
@@ -186,7 +188,7 @@ type NodeReport struct {
 // Report is the audit's result.
 type Report struct {
 	Time     time.Time    `json:"time"`
-	Mode     string       `json:"mode"`
+	Mode     mode.Mode    `json:"mode"`
 	Counts   Counts       `json:"counts"`
 	Nodes    []NodeReport `json:"nodes"`
 	Findings []Finding    `json:"findings"`

@@ -6,13 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-)
 
-// Modes the lab runs Terway in (terwayd --daemon-mode).
-const (
-	ModeENIMultiIP = "ENIMultiIP"
-	ModeENIOnly    = "ENIOnly"
-	ModeVPC        = "VPC"
+	"github.com/terway-sim/terway/daemon/mode"
 )
 
 // Config is what up asks for. The supervisor reads it from config.json in
@@ -22,11 +17,11 @@ type Config struct {
 	// network namespaces and cgroups carry it.
 	Name string `json:"name"`
 	// Dir is the lab's state directory.
-	Dir          string `json:"dir"`
-	Nodes        int    `json:"nodes"`
-	Mode         string `json:"mode"`
-	InstanceType string `json:"instanceType"`
-	WorldFile    string `json:"worldFile,omitempty"`
+	Dir          string    `json:"dir"`
+	Nodes        int       `json:"nodes"`
+	Mode         mode.Mode `json:"mode"`
+	InstanceType string    `json:"instanceType"`
+	WorldFile    string    `json:"worldFile,omitempty"`
 	// TimeScale scales fakecloud's delays (attach, metadata lag, ...).
 	TimeScale float64 `json:"timeScale,omitempty"`
 	// BinDir holds the Kubernetes, etcd, containerd, runc and crictl
@@ -52,12 +47,10 @@ func (c *Config) Validate() error {
 		c.Dir = filepath.Join(DefaultStateRoot, c.Name)
 	}
 	if c.Mode == "" {
-		c.Mode = ModeENIMultiIP
+		c.Mode = mode.Default
 	}
-	switch c.Mode {
-	case ModeENIMultiIP, ModeENIOnly, ModeVPC:
-	default:
-		return fmt.Errorf("mode %q: want %s, %s or %s", c.Mode, ModeENIMultiIP, ModeENIOnly, ModeVPC)
+	if !c.Mode.Valid() {
+		return fmt.Errorf("mode %q: want %s, %s or %s", c.Mode, mode.ENIMultiIP, mode.ENIOnly, mode.VPC)
 	}
 	if c.WorldFile == "" && c.Nodes == 0 {
 		c.Nodes = 2

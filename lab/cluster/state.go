@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/terway-sim/terway/daemon/mode"
 )
 
 // Phases of a lab, as recorded in its state file.
@@ -25,9 +27,9 @@ const DefaultStateRoot = "/var/lib/terway-lab"
 // read, and what the supervisor writes as the lab comes up. The file holds
 // credentials of the emulated cloud, so it is readable by root only.
 type State struct {
-	Name  string `json:"name"`
-	Mode  string `json:"mode"`
-	Phase string `json:"phase"`
+	Name  string    `json:"name"`
+	Mode  mode.Mode `json:"mode"`
+	Phase string    `json:"phase"`
 	// Error says why a failed lab failed.
 	Error string `json:"error,omitempty"`
 	// Progress is the last step the supervisor started.

@@ -20,6 +20,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/lab"
 	"github.com/terway-sim/terway/lab/routectl"
@@ -120,7 +121,7 @@ func (s *Supervisor) up(ctx context.Context) error {
 	}
 	s.step("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler")
 	clusterCIDR := ""
-	if s.cfg.Mode == ModeVPC {
+	if s.cfg.Mode == mode.VPC {
 		clusterCIDR = vpcClusterCIDR
 	}
 	if err := s.cp.start(ctx, clusterCIDR); err != nil {
@@ -140,7 +141,7 @@ func (s *Supervisor) up(ctx context.Context) error {
 	if err := s.deployTerway(ctx); err != nil {
 		return err
 	}
-	if s.cfg.Mode == ModeVPC {
+	if s.cfg.Mode == mode.VPC {
 		s.startRouteController()
 	}
 	s.step("waiting for nodes and terway to be ready")
@@ -218,11 +219,11 @@ func (s *Supervisor) recordNodes() error {
 // maxPods is the kubelet's pod limit: the instance type's capacity for
 // the mode (ARCHITECTURE, "capacity reaches the scheduler") plus one slot
 // for the terway DaemonSet pod, the only host-network pod of the lab.
-func maxPods(mode string, t fakecloud.InstanceType) int {
-	switch mode {
-	case ModeENIMultiIP:
+func maxPods(m mode.Mode, t fakecloud.InstanceType) int {
+	switch m {
+	case mode.ENIMultiIP:
 		return t.MaxPodsENIMultiIP() + 1
-	case ModeENIOnly:
+	case mode.ENIOnly:
 		return t.EniQuantity - 1 + 1
 	}
 	return 110
@@ -267,7 +268,7 @@ func (s *Supervisor) startNodes(ctx context.Context) error {
 		return err
 	}
 	clusterCIDR := "192.168.0.0/16"
-	if s.cfg.Mode == ModeVPC {
+	if s.cfg.Mode == mode.VPC {
 		clusterCIDR = vpcClusterCIDR
 	}
 	errs := make([]error, len(s.st.Nodes))
@@ -301,7 +302,7 @@ func (s *Supervisor) startNode(ctx context.Context, n *node, clusterCIDR string)
 	if err := n.startKubelet(s.pki, s.cp.kubeconfig("node-"+n.st.Name), s.st.Region); err != nil {
 		return err
 	}
-	return n.startKubeProxy(s.cp.kubeconfig("kube-proxy"), clusterCIDR, s.cfg.Mode == ModeENIOnly)
+	return n.startKubeProxy(s.cp.kubeconfig("kube-proxy"), clusterCIDR, s.cfg.Mode == mode.ENIOnly)
 }
 
 // startRouteController does cloud-controller-manager's job for VPC mode:

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/lab/audit"
 	"github.com/terway-sim/terway/lab/cluster"
@@ -41,7 +42,7 @@ func DefaultReplicas(st *cluster.State) int {
 	n := 0
 	for _, node := range st.Nodes {
 		switch st.Mode {
-		case cluster.ModeENIOnly:
+		case mode.ENIOnly:
 			n += node.MaxPods - 1
 		default:
 			n += 10
@@ -93,7 +94,7 @@ func (d *run) steps(ctx context.Context) error {
 		return err
 	}
 	d.w, err = workload.New(d.o.Kube, workload.Spec{Namespace: demoNamespace, Replicas: int32(d.o.Replicas),
-		ExclusiveENI: d.o.State.Mode == cluster.ModeENIOnly, Spread: true})
+		ExclusiveENI: d.o.State.Mode == mode.ENIOnly, Spread: true})
 	if err != nil {
 		return err
 	}

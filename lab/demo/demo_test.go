@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/lab/audit"
 	"github.com/terway-sim/terway/lab/workload"
 )
@@ -24,7 +25,7 @@ time=2026-11-30T01:30:43Z level=INFO msg="pod network set up" total=garbage
 }
 
 func TestReportVerdictAndRendering(t *testing.T) {
-	r := &Report{Mode: "ENIMultiIP", Nodes: 2, Replicas: 4, PodsStarted: 8,
+	r := &Report{Mode: mode.ENIMultiIP, Nodes: 2, Replicas: 4, PodsStarted: 8,
 		Calls:  map[string]int64{"CreateNetworkInterface": 2},
 		Failed: map[string]int64{"DescribeNetworkInterfaceAttribute: InvalidEniId.NotFound": 1},
 		Cold:   workload.Summarize([]time.Duration{time.Second, 2 * time.Second}),

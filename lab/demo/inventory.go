@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/lab/cluster"
 	"github.com/terway-sim/terway/lab/workload"
@@ -49,7 +50,7 @@ func (d *run) inventory(ctx context.Context) error {
 				continue
 			}
 			inv.ENIs++
-			if d.o.State.Mode == cluster.ModeENIOnly {
+			if d.o.State.Mode == mode.ENIOnly {
 				inv.IPs++
 			} else {
 				inv.IPs += 1 + len(e.IPv4)

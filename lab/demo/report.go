@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/lab/audit"
 	"github.com/terway-sim/terway/lab/cluster"
 	"github.com/terway-sim/terway/lab/workload"
@@ -15,10 +16,10 @@ import (
 
 // Report is the demo's result.
 type Report struct {
-	Mode      string  `json:"mode"`
-	Nodes     int     `json:"nodes"`
-	Replicas  int     `json:"replicas"`
-	UpSeconds float64 `json:"upSeconds"`
+	Mode      mode.Mode `json:"mode"`
+	Nodes     int       `json:"nodes"`
+	Replicas  int       `json:"replicas"`
+	UpSeconds float64   `json:"upSeconds"`
 	// Cold and Warm are pod ready latencies (creation to Ready as the
 	// watch saw it) of the first rollout and of the one after scaling to 0.
 	Cold workload.Summary `json:"coldPool"`

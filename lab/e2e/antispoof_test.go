@@ -20,8 +20,8 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/terway-sim/terway/daemon"
 	"github.com/terway-sim/terway/daemon/cloud"
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 )
 
@@ -50,7 +50,7 @@ func TestPodAntiSpoofing(t *testing.T) {
 // own ENI's port, whatever their source.
 func testExclusiveENISpoofing(t *testing.T) {
 	e := newEnv(t)
-	n := e.node(1, nodeOpts{mode: daemon.ModeENIOnly})
+	n := e.node(1, nodeOpts{mode: mode.ENIOnly})
 	api := e.cloudAPI()
 	w := e.witness(instanceID(2))
 	p := n.newPod("spoof-eni", nil)

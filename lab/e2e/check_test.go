@@ -11,8 +11,6 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/terway-sim/terway/daemon"
 )
 
 // tamper breaks one object of a pod's datapath.
@@ -209,7 +207,4 @@ func TestCheckFailsForEachTampering(t *testing.T) {
 	}
 }
 
-var (
-	_ = ns.NetNS(nil)
-	_ = daemon.ModeVPC
-)
+var _ = ns.NetNS(nil)

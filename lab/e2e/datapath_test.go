@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/terway-sim/terway/daemon"
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 )
 
@@ -31,14 +31,16 @@ func (e *env) eniOf(addr netip.Addr) (eni fakecloud.ENIView, primary bool) {
 }
 
 type datapathCase struct {
-	name, mode, vtype string
+	name  string
+	mode  mode.Mode
+	vtype string
 }
 
 var datapathCases = []datapathCase{
-	{"PolicyRoute", daemon.ModeENIMultiIP, "Veth"},
-	{"IPVlanFallsBackToPolicyRoute", daemon.ModeENIMultiIP, "IPVlan"},
-	{"ExclusiveENI", daemon.ModeENIOnly, ""},
-	{"VPCRoute", daemon.ModeVPC, ""},
+	{"PolicyRoute", mode.ENIMultiIP, "Veth"},
+	{"IPVlanFallsBackToPolicyRoute", mode.ENIMultiIP, "IPVlan"},
+	{"ExclusiveENI", mode.ENIOnly, ""},
+	{"VPCRoute", mode.VPC, ""},
 }
 
 // twoNodes starts node-1 and node-2 (different vSwitches, so traffic
@@ -47,7 +49,7 @@ func twoNodes(t *testing.T, c datapathCase) (*env, *node, *node) {
 	e := newEnv(t)
 	o1 := nodeOpts{mode: c.mode, vtype: c.vtype}
 	o2 := o1
-	if c.mode == daemon.ModeVPC {
+	if c.mode == mode.VPC {
 		o1.podCIDR, o2.podCIDR = "172.20.1.0/24", "172.20.2.0/24"
 		e.route(o1.podCIDR, instanceID(1))
 		e.route(o2.podCIDR, instanceID(2))
@@ -109,7 +111,7 @@ func TestDatapathsAcrossSpecVersions(t *testing.T) {
 						}
 					}
 				}
-				if v == "1.1.0" && c.mode != daemon.ModeVPC {
+				if v == "1.1.0" && c.mode != mode.VPC {
 					// One-way UDP, so that no missing return path can
 					// pass for the fabric's anti-spoofing: the pod's own
 					// address arrives, an address nobody was assigned not.
@@ -175,7 +177,7 @@ func verifyKernel(t *testing.T, c datapathCase, p *pod, v string) {
 	eni, primary := p.n.e.eniOf(p.ip)
 	eniMAC := strings.ToLower(eni.MAC)
 	switch c.mode {
-	case daemon.ModeENIMultiIP:
+	case mode.ENIMultiIP:
 		// Like Terway, ENIMultiIP hands out every address of a secondary
 		// ENI, its primary one included, but never the node's own ENI.
 		if eniMAC == "" || eni.DeviceIndex == 0 || eni.InstanceID != p.n.id {
@@ -189,7 +191,7 @@ func verifyKernel(t *testing.T, c datapathCase, p *pod, v string) {
 		if _, ok := hs.macs[eniMAC]; !ok {
 			t.Fatalf("%s: ENI %s not in node %s", v, eniMAC, p.n.name)
 		}
-	case daemon.ModeENIOnly:
+	case mode.ENIOnly:
 		if eniMAC == "" || !primary || mac != eniMAC {
 			t.Fatalf("%s: pod %s eth0 MAC %s, want the ENI holding %s as primary (%s)", v, p.name, mac, p.ip, eniMAC)
 		}
@@ -199,7 +201,7 @@ func verifyKernel(t *testing.T, c datapathCase, p *pod, v string) {
 		if !hs.has(p.ip.String() + "/32 dev cali") {
 			t.Fatalf("%s: no host-peer route to %s: %v", v, p.ip, hs.routes)
 		}
-	case daemon.ModeVPC:
+	case mode.VPC:
 		if !netip.MustParsePrefix(p.n.podCIDR).Contains(p.ip) {
 			t.Fatalf("%s: VPC pod %s got %s outside %s", v, p.name, p.ip, p.n.podCIDR)
 		}
@@ -243,7 +245,7 @@ func assertHostClean(t *testing.T, n *node, ips ...netip.Addr) {
 	if files := n.stateFiles(); len(files) > 0 {
 		t.Fatalf("node %s keeps plugin state files after DEL: %v", n.name, files)
 	}
-	if n.mode == daemon.ModeENIOnly {
+	if n.mode == mode.ENIOnly {
 		// Every exclusive ENI is back in the node, under its ethN name.
 		for _, v := range n.e.cloud.ENIs() {
 			if v.InstanceID != n.id || v.Status != "InUse" {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/terway-sim/terway/daemon"
 	"github.com/terway-sim/terway/daemon/config"
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/internal/plugintest"
 	"github.com/terway-sim/terway/lab"
@@ -96,7 +97,7 @@ type node struct {
 	ln      *lab.Node
 	kube    *fake.Clientset
 	dir     string
-	mode    string
+	mode    mode.Mode
 	podCIDR string
 	vtype   string // eniip_virtual_type
 	d       *daemon.Daemon
@@ -106,9 +107,9 @@ type node struct {
 
 // nodeOpts adjust a node before its daemon starts.
 type nodeOpts struct {
-	mode    string // daemon mode, default ENIMultiIP
-	vtype   string // eniip_virtual_type, default Veth
-	podCIDR string // VPC mode
+	mode    mode.Mode // daemon mode, default ENIMultiIP
+	vtype   string    // eniip_virtual_type, default Veth
+	podCIDR string    // VPC mode
 	conf    map[string]any
 }
 
@@ -122,7 +123,7 @@ func (e *env) nodeFor(id, name string, o nodeOpts) *node {
 	t := e.t
 	t.Helper()
 	if o.mode == "" {
-		o.mode = daemon.ModeENIMultiIP
+		o.mode = mode.ENIMultiIP
 	}
 	if o.vtype == "" {
 		o.vtype = "Veth"

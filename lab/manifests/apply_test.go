@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
-	"github.com/terway-sim/terway/daemon"
+	"github.com/terway-sim/terway/daemon/mode"
 )
 
 func obj(apiVersion, kind, namespace, name string) *unstructured.Unstructured {
@@ -103,7 +103,7 @@ func TestPlanOrder(t *testing.T) {
 
 // TestPlanRendered: the lab's own objects, cluster-scoped first.
 func TestPlanRendered(t *testing.T) {
-	objs, err := Render(Params{Image: testImage, Mode: daemon.ModeENIMultiIP, ENIConf: labConf})
+	objs, err := Render(Params{Image: testImage, Mode: mode.ENIMultiIP, ENIConf: labConf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestApplyDelete(t *testing.T) {
 	f := &fakeAPI{gone: map[string]bool{"/api/v1/namespaces/kube-system/configmaps/eni-config": true}}
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
-	objs, err := Render(Params{Image: testImage, Mode: daemon.ModeVPC, ENIConf: labConf})
+	objs, err := Render(Params{Image: testImage, Mode: mode.VPC, ENIConf: labConf})
 	if err != nil {
 		t.Fatal(err)
 	}

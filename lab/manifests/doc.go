@@ -16,6 +16,6 @@
 // conflicts forced), cluster-scoped objects before namespaced ones; Delete
 // removes them in the opposite order.
 //
-//	objs, err := manifests.Render(manifests.Params{Image: "lab.local/terway:3f2a", Mode: "ENIMultiIP", ENIConf: conf})
+//	objs, err := manifests.Render(manifests.Params{Image: "lab.local/terway:3f2a", Mode: mode.ENIMultiIP, ENIConf: conf})
 //	err = manifests.Apply(ctx, restConfig, objs)
 package manifests

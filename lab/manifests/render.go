@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/resid"
 	"sigs.k8s.io/yaml"
 
-	"github.com/terway-sim/terway/daemon"
 	"github.com/terway-sim/terway/daemon/config"
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/deploy"
 )
 
@@ -52,7 +52,7 @@ type Params struct {
 	// "name@sha256:..." digest reference works too).
 	Image string
 	// Mode is terwayd's --daemon-mode: ENIMultiIP, ENIOnly or VPC.
-	Mode string
+	Mode mode.Mode
 	// ENIConf is the whole eni_conf JSON document; it replaces the example
 	// of deploy/base/configmap.yaml. Empty keeps the example.
 	ENIConf []byte
@@ -87,10 +87,8 @@ func Render(p Params) ([]*unstructured.Unstructured, error) {
 // validate reports every bad parameter at once.
 func (p Params) validate() error {
 	var errs []error
-	switch p.Mode {
-	case daemon.ModeENIMultiIP, daemon.ModeENIOnly, daemon.ModeVPC:
-	default:
-		errs = append(errs, fmt.Errorf("mode %q: want %s, %s or %s", p.Mode, daemon.ModeENIMultiIP, daemon.ModeENIOnly, daemon.ModeVPC))
+	if !p.Mode.Valid() {
+		errs = append(errs, fmt.Errorf("mode %q: want %s, %s or %s", p.Mode, mode.ENIMultiIP, mode.ENIOnly, mode.VPC))
 	}
 	if _, err := parseImage(p.Image); err != nil {
 		errs = append(errs, err)
@@ -148,7 +146,7 @@ func (p Params) writeKustomization(fsys filesys.FileSystem) error {
 		Patches: []types.Patch{{
 			Target: &types.Selector{ResId: resid.ResId{Gvk: resid.Gvk{Group: "apps", Version: "v1", Kind: "DaemonSet"},
 				Name: DaemonSetName, Namespace: Namespace}},
-			Patch: fmt.Sprintf(`[{"op": "replace", "path": "/spec/template/spec/containers/0/args/0", "value": %q}]`, modeFlag+p.Mode),
+			Patch: fmt.Sprintf(`[{"op": "replace", "path": "/spec/template/spec/containers/0/args/0", "value": %q}]`, modeFlag+string(p.Mode)),
 		}},
 	}
 	var files []string

@@ -10,8 +10,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/terway-sim/terway/cni"
-	"github.com/terway-sim/terway/daemon"
 	"github.com/terway-sim/terway/daemon/config"
+	"github.com/terway-sim/terway/daemon/mode"
 )
 
 // labConf is an eni_conf as the lab writes it: the emulated world's
@@ -33,9 +33,9 @@ const testImage = "lab.local/terway:t42"
 // strictly into their types.
 func TestRenderModes(t *testing.T) {
 	base := renderDirForTest(t, deployDir)
-	for _, mode := range []string{daemon.ModeENIMultiIP, daemon.ModeENIOnly, daemon.ModeVPC} {
-		t.Run(mode, func(t *testing.T) {
-			objs, err := Render(Params{Image: testImage, Mode: mode, ENIConf: labConf})
+	for _, m := range mode.All() {
+		t.Run(string(m), func(t *testing.T) {
+			objs, err := Render(Params{Image: testImage, Mode: m, ENIConf: labConf})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -50,7 +50,7 @@ func TestRenderModes(t *testing.T) {
 				}
 			}
 			d := r.container(t, DaemonContainer)
-			if want := "--daemon-mode=" + mode; d.Args[0] != want || len(flagValues(d.Args, modeFlag)) != 1 {
+			if want := "--daemon-mode=" + string(m); d.Args[0] != want || len(flagValues(d.Args, modeFlag)) != 1 {
 				t.Errorf("args %q, want %s once, first", d.Args, want)
 			}
 			checkLabEnv(t, env(d))
@@ -230,7 +230,7 @@ func TestRenderLabOverlay(t *testing.T) {
 func TestRenderOptions(t *testing.T) {
 	img := "lab.local/terway@sha256:" + strings.Repeat("ab", 32)
 	cniConf := `{"cniVersion":"1.0.0","name":"terway","type":"terway","eniip_virtual_type":"IPVlan"}`
-	objs, err := Render(Params{Image: img, Mode: daemon.ModeVPC, CNIConf: []byte(cniConf)})
+	objs, err := Render(Params{Image: img, Mode: mode.VPC, CNIConf: []byte(cniConf)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,15 +258,15 @@ func TestRenderBadParams(t *testing.T) {
 		{"unknown mode", Params{Image: testImage, Mode: "eniip"}, []string{`mode "eniip"`}},
 		{"mode case", Params{Image: testImage, Mode: "enimultiip"}, []string{`mode "enimultiip"`}},
 		{"mode injection", Params{Image: testImage, Mode: "VPC\n- --x"}, []string{"mode"}},
-		{"no image", Params{Mode: "VPC"}, []string{`image ""`}},
-		{"no tag", Params{Image: "lab.local/terway", Mode: "VPC"}, []string{"needs a tag or a digest"}},
-		{"bad tag", Params{Image: "lab.local/terway:a b", Mode: "VPC"}, []string{"tag"}},
-		{"upper case", Params{Image: "lab.local/Terway:1", Mode: "VPC"}, []string{"image"}},
-		{"bad digest", Params{Image: "lab.local/terway@sha256:xyz", Mode: "VPC"}, []string{"digest"}},
-		{"eni_conf value", Params{Image: testImage, Mode: "VPC", ENIConf: []byte(`{"max_pool_size": -1}`)},
+		{"no image", Params{Mode: mode.VPC}, []string{`image ""`}},
+		{"no tag", Params{Image: "lab.local/terway", Mode: mode.VPC}, []string{"needs a tag or a digest"}},
+		{"bad tag", Params{Image: "lab.local/terway:a b", Mode: mode.VPC}, []string{"tag"}},
+		{"upper case", Params{Image: "lab.local/Terway:1", Mode: mode.VPC}, []string{"image"}},
+		{"bad digest", Params{Image: "lab.local/terway@sha256:xyz", Mode: mode.VPC}, []string{"digest"}},
+		{"eni_conf value", Params{Image: testImage, Mode: mode.VPC, ENIConf: []byte(`{"max_pool_size": -1}`)},
 			[]string{"eni_conf", "max_pool_size"}},
-		{"eni_conf syntax", Params{Image: testImage, Mode: "VPC", ENIConf: []byte(`{`)}, []string{"eni_conf"}},
-		{"cni conf", Params{Image: testImage, Mode: "VPC", CNIConf: []byte(`[1]`)}, []string{"10-terway.conf"}},
+		{"eni_conf syntax", Params{Image: testImage, Mode: mode.VPC, ENIConf: []byte(`{`)}, []string{"eni_conf"}},
+		{"cni conf", Params{Image: testImage, Mode: mode.VPC, CNIConf: []byte(`[1]`)}, []string{"10-terway.conf"}},
 		{"all at once", Params{Mode: "x", ENIConf: []byte(`[]`)}, []string{"mode", "image", "eni_conf"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -286,7 +286,7 @@ func TestRenderBadParams(t *testing.T) {
 // TestVerify: Render's own check catches manifests that lost what the lab
 // set (as after an edit of deploy/ that kustomize silently tolerates).
 func TestVerify(t *testing.T) {
-	p := Params{Image: testImage, Mode: daemon.ModeENIOnly, ENIConf: labConf}
+	p := Params{Image: testImage, Mode: mode.ENIOnly, ENIConf: labConf}
 	for _, tc := range []struct {
 		name   string
 		mutate func(pod map[string]any, cm map[string]any)

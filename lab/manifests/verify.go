@@ -34,7 +34,7 @@ func (p Params) verify(objs []*unstructured.Unstructured) error {
 	}
 	if len(pod.Containers) == 0 || pod.Containers[0].Name != DaemonContainer {
 		errs = append(errs, fmt.Errorf("container %s must come first (its args/0 is patched with the mode)", DaemonContainer))
-	} else if modes := flagValues(pod.Containers[0].Args, modeFlag); !slices.Equal(modes, []string{p.Mode}) {
+	} else if modes := flagValues(pod.Containers[0].Args, modeFlag); !slices.Equal(modes, []string{string(p.Mode)}) {
 		errs = append(errs, fmt.Errorf("container %s: %s%v, want exactly one %s%s (args %q)",
 			DaemonContainer, modeFlag, modes, modeFlag, p.Mode, pod.Containers[0].Args))
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/terway-sim/terway/daemon/config"
+	"github.com/terway-sim/terway/daemon/mode"
 )
 
 // Where terway is deployed (deploy/).
@@ -22,15 +23,13 @@ const (
 	TerwayConfigMap = "eni-config"
 	// ENIConfKey is the daemon's config in TerwayConfigMap.
 	ENIConfKey = "eni_conf"
-	// DefaultMode is terwayd's mode when --daemon-mode is not given.
-	DefaultMode = "ENIMultiIP"
 )
 
 // Terway is how terway is deployed on a cluster: what a run is sized and
 // judged by.
 type Terway struct {
 	// Mode is terwayd's --daemon-mode: ENIMultiIP, ENIOnly or VPC.
-	Mode string
+	Mode mode.Mode
 	// MinPoolSize and MaxPoolSize bound each node's idle pool, as
 	// eni_conf sets them (min lowered to max if above it, as the daemon
 	// does). The instance type may clamp both further (to its capacity).
@@ -51,7 +50,7 @@ func TerwayConfig(ctx context.Context, kube kubernetes.Interface) (Terway, error
 	if err != nil {
 		return Terway{}, fmt.Errorf("get daemonset %s/%s: %w", TerwayNamespace, TerwayDaemonSet, err)
 	}
-	mode, err := DaemonMode(ds)
+	m, err := DaemonMode(ds)
 	if err != nil {
 		return Terway{}, err
 	}
@@ -63,14 +62,15 @@ func TerwayConfig(ctx context.Context, kube kubernetes.Interface) (Terway, error
 	if err != nil {
 		return Terway{}, fmt.Errorf("configmap %s/%s: %w", TerwayNamespace, TerwayConfigMap, err)
 	}
-	t.Mode = mode
+	t.Mode = m
 	return t, nil
 }
 
 // DaemonMode is the --daemon-mode of the DaemonSet's terwayd container
 // ("--daemon-mode=X" or "--daemon-mode X", in command or args), or
-// DefaultMode when it has none.
-func DaemonMode(ds *appsv1.DaemonSet) (string, error) {
+// mode.Default when it has none. The value is taken as written, not
+// checked: the DaemonSet's terwayd refuses a bad one.
+func DaemonMode(ds *appsv1.DaemonSet) (mode.Mode, error) {
 	for _, c := range ds.Spec.Template.Spec.Containers {
 		if c.Name != TerwayContainer {
 			continue
@@ -80,21 +80,21 @@ func DaemonMode(ds *appsv1.DaemonSet) (string, error) {
 	return "", fmt.Errorf("daemonset %s/%s has no container %s", ds.Namespace, ds.Name, TerwayContainer)
 }
 
-func modeFromArgs(args []string) (string, error) {
+func modeFromArgs(args []string) (mode.Mode, error) {
 	for i, a := range args {
 		for _, flag := range []string{"--daemon-mode", "-daemon-mode"} {
 			if v, ok := strings.CutPrefix(a, flag+"="); ok {
-				return v, nil
+				return mode.Mode(v), nil
 			}
 			if a == flag {
 				if i+1 < len(args) {
-					return args[i+1], nil
+					return mode.Mode(args[i+1]), nil
 				}
 				return "", errors.New("--daemon-mode without a value")
 			}
 		}
 	}
-	return DefaultMode, nil
+	return mode.Default, nil
 }
 
 // ParseENIConf reads the pool settings of an eni_conf document with the

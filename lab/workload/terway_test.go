@@ -10,18 +10,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/terway-sim/terway/daemon/mode"
 )
 
 func TestModeFromArgs(t *testing.T) {
 	cases := []struct {
 		args []string
-		want string
+		want mode.Mode
 		err  bool
 	}{
 		{[]string{"--daemon-mode=ENIOnly", "--config=/etc/eni/eni_conf"}, "ENIOnly", false},
 		{[]string{"/usr/bin/terwayd", "--log-level=info", "--daemon-mode", "VPC"}, "VPC", false},
 		{[]string{"-daemon-mode=ENIMultiIP"}, "ENIMultiIP", false},
-		{[]string{"--config=/x"}, DefaultMode, false},
+		{[]string{"--config=/x"}, mode.Default, false},
 		{[]string{"--daemon-mode"}, "", true},
 	}
 	for _, c := range cases {
