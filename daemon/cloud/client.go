@@ -12,13 +12,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/aliyun/alibaba-cloud-sdk-go/sdk"
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/vpc"
@@ -112,29 +109,6 @@ type Client struct {
 	limitsCache sync.Map
 }
 
-type endpoint struct {
-	scheme string // "HTTPS" or "HTTP"
-	host   string // "" = the SDK's endpoint resolution
-}
-
-func parseEndpoint(s string) (endpoint, error) {
-	if s == "" {
-		return endpoint{scheme: "HTTPS"}, nil
-	}
-	if !strings.Contains(s, "://") {
-		return endpoint{scheme: "HTTPS", host: s}, nil
-	}
-	u, err := url.Parse(s)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return endpoint{}, fmt.Errorf("endpoint %q must be http(s)://host[:port] or a host", s)
-	}
-	return endpoint{scheme: strings.ToUpper(u.Scheme), host: u.Host}, nil
-}
-
-// sdkConstructMu serialises SDK client construction: the constructors fill
-// a package-level endpoint map lazily and race with each other.
-var sdkConstructMu sync.Mutex
-
 // New returns a Client.
 func New(o Options) (*Client, error) {
 	if o.RegionID == "" {
@@ -164,7 +138,7 @@ func New(o Options) (*Client, error) {
 		o.Journal = &memoryJournal{}
 	}
 	if o.Timeout <= 0 {
-		o.Timeout = 20 * time.Second
+		o.Timeout = defaultSDKTimeout
 	}
 	if o.MaxConcurrentCalls <= 0 {
 		o.MaxConcurrentCalls = 8
@@ -174,35 +148,12 @@ func New(o Options) (*Client, error) {
 		journal: o.Journal}
 	c.degrade.Store(DegradationNone)
 	c.ecsPool = newSDKPool(o.MaxConcurrentCalls, func() (*ecs.Client, error) {
-		sdkConstructMu.Lock()
-		defer sdkConstructMu.Unlock()
-		cl, err := ecs.NewClientWithOptions(c.region, c.sdkConfig(c.ecsEP), c.creds)
-		if err != nil {
-			return nil, err
-		}
-		cl.Domain = c.ecsEP.host
-		return cl, nil
+		return newECSClient(c.region, c.ecsEP, c.creds, c.timeout, "")
 	})
 	c.vpcPool = newSDKPool(o.MaxConcurrentCalls, func() (*vpc.Client, error) {
-		sdkConstructMu.Lock()
-		defer sdkConstructMu.Unlock()
-		cl, err := vpc.NewClientWithOptions(c.region, c.sdkConfig(c.vpcEP), c.creds)
-		if err != nil {
-			return nil, err
-		}
-		cl.Domain = c.vpcEP.host
-		return cl, nil
+		return newVPCClient(c.region, c.vpcEP, c.creds, c.timeout, "")
 	})
 	return c, nil
-}
-
-func (c *Client) sdkConfig(ep endpoint) *sdk.Config {
-	cfg := sdk.NewConfig()
-	cfg.Scheme = ep.scheme
-	cfg.Timeout = c.timeout
-	cfg.AutoRetry = false // we retry, with backoff and ClientTokens
-	cfg.UserAgent = "terway-sim"
-	return cfg
 }
 
 // SetDegradation switches classes of mutating calls off or on again.

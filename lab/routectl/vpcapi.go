@@ -3,15 +3,14 @@ package routectl
 import (
 	"fmt"
 	"net/netip"
-	"net/url"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/aliyun/alibaba-cloud-sdk-go/sdk"
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/requests"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/vpc"
+
+	"github.com/terway-sim/terway/daemon/cloud"
 )
 
 // Values of RouteEntry.NextHopType and Type that matter here.
@@ -38,50 +37,16 @@ type vpcAPI struct {
 	client *vpc.Client
 }
 
-// sdkConstructMu serialises SDK client construction: the constructors fill
-// a package-level endpoint map lazily and race with each other.
-var sdkConstructMu sync.Mutex
-
-// The endpoint map is also filled here, while the program initialises and
-// no goroutine runs yet: other packages (the daemon's cloud client) build
-// VPC clients under mutexes of their own, which would not exclude ours.
-var _ = vpc.GetEndpointMap()
-
 // newVPCAPI builds the SDK client for endpoint ("" = the SDK's endpoint
-// resolution over HTTPS, "http(s)://host[:port]", or a bare HTTPS host).
+// resolution over HTTPS, "http(s)://host[:port]", or a bare HTTPS host)
+// through daemon/cloud, which owns SDK client construction and its mutex.
 func newVPCAPI(endpoint, region, akID, akSecret string) (*vpcAPI, error) {
-	scheme, host, err := parseEndpoint(endpoint)
+	cl, err := cloud.NewVPCClient(region, credentials.NewAccessKeyCredential(akID, akSecret),
+		cloud.SDKOptions{Endpoint: endpoint, Timeout: 20 * time.Second, UserAgent: "terway-sim-routectl"})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("routectl: %w", err)
 	}
-	cfg := sdk.NewConfig()
-	cfg.Scheme = scheme
-	cfg.Timeout = 20 * time.Second
-	cfg.AutoRetry = false // retries are ours, with the project's backoff
-	cfg.UserAgent = "terway-sim-routectl"
-	sdkConstructMu.Lock()
-	cl, err := vpc.NewClientWithOptions(region, cfg, credentials.NewAccessKeyCredential(akID, akSecret))
-	sdkConstructMu.Unlock()
-	if err != nil {
-		return nil, fmt.Errorf("create VPC SDK client for %s: %w", region, err)
-	}
-	// An empty Domain keeps the SDK's own endpoint resolution.
-	cl.Domain = host
 	return &vpcAPI{client: cl}, nil
-}
-
-func parseEndpoint(s string) (scheme, host string, err error) {
-	if s == "" {
-		return "HTTPS", "", nil
-	}
-	if !strings.Contains(s, "://") {
-		return "HTTPS", s, nil
-	}
-	u, err := url.Parse(s)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return "", "", fmt.Errorf("routectl: endpoint %q must be http(s)://host[:port] or a host", s)
-	}
-	return strings.ToUpper(u.Scheme), u.Host, nil
 }
 
 // vpcRouter returns the VRouter of a VPC.
