@@ -81,6 +81,7 @@ var (
 // 74, 86, 149, 171 and 194 lie in make test's default range.
 var regressionSeeds = []int64{
 	3752, // make soak: an ENI-limit pause outlived the unknown ENIs that caused it
+	8149, // make soak: a failed unassign that the cloud had applied put its addresses back to idle
 }
 
 // matrixMinSchedules: below this many schedules the matrix is printed but

@@ -446,6 +446,23 @@ func (p *MultiIP) releaseENILocked(ctx context.Context, e *eniSlot) {
 	}()
 }
 
+// cloudAddrs are the addresses the cloud assigns to an ENI.
+type cloudAddrs struct{ v4, v6 []netip.Addr }
+
+// has reports whether the cloud still assigns s's addresses (either).
+func (a cloudAddrs) has(s *ipSlot) bool {
+	return slices.Contains(a.v4, s.v4) || (s.v6.IsValid() && slices.Contains(a.v6, s.v6))
+}
+
+// assignedNow asks the cloud which addresses eniID has.
+func (p *MultiIP) assignedNow(ctx context.Context, eniID string) (cloudAddrs, error) {
+	e, err := p.node.API.DescribeENI(ctx, eniID)
+	if err != nil {
+		return cloudAddrs{}, fmt.Errorf("confirm the addresses of %s: %w", eniID, err)
+	}
+	return cloudAddrs{v4: append([]netip.Addr{e.PrimaryIP}, e.IPv4...), v6: e.IPv6}, nil
+}
+
 func (p *MultiIP) unassignLocked(ctx context.Context, e *eniSlot, drop []*ipSlot) {
 	e.busy = true
 	var v4, v6 []netip.Addr
@@ -463,16 +480,36 @@ func (p *MultiIP) unassignLocked(ctx context.Context, e *eniSlot, drop []*ipSlot
 		if err == nil && len(v6) > 0 {
 			err = p.node.API.UnassignIPv6(ctx, e.ID, v6)
 		}
+		// A failed unassign may still have been applied (its answer lost,
+		// then the retries throttled): what the cloud still assigns goes
+		// back to idle, what it does not is gone. Handing such an address
+		// to a pod gave it one the ENI no longer has.
+		var still cloudAddrs
+		var derr error
+		if err != nil {
+			still, derr = p.assignedNow(ctx, e.ID)
+		}
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		e.busy = false
 		if err != nil {
+			var gone []*ipSlot
 			for _, s := range drop {
+				if derr == nil && !still.has(s) {
+					gone = append(gone, s)
+					continue
+				}
+				// Still assigned, or unknown (the confirmation failed too):
+				// back to idle; the ENI waits out the failure backoff and
+				// the sync drops what vanished from metadata.
 				s.state = ipIdle
 			}
 			e.inhibit = p.clock.Now().Add(p.failureBackoffLocked())
 			p.events.Warn("DisposeResourceFailed", fmt.Sprintf("unassign %v from %s: %v", v4, e.ID, err))
-			return
+			if len(gone) == 0 {
+				return
+			}
+			drop = gone
 		}
 		e.ips = slices.DeleteFunc(e.ips, func(s *ipSlot) bool { return slices.Contains(drop, s) })
 		p.vsw.Released(e.VSwitchID)
