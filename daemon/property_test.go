@@ -82,6 +82,7 @@ var (
 var regressionSeeds = []int64{
 	3752, // make soak: an ENI-limit pause outlived the unknown ENIs that caused it
 	8149, // make soak: a failed unassign that the cloud had applied put its addresses back to idle
+	8829, // make soak: as 3752 (fails on the soak's code, passes since the fix)
 }
 
 // matrixMinSchedules: below this many schedules the matrix is printed but
