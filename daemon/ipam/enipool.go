@@ -473,8 +473,8 @@ func (p *ENIPool) slotsChangedLocked() {
 	}
 }
 
-// Restore adopts the secondary ENIs attached to this node (with
-// TagFilter, only those that carry its tags; waiting out attaches in
+// Restore adopts the secondary ENIs attached to this node that carry the
+// pool's ownership tags (Owner, which includes TagFilter; waiting out attaches in
 // flight, finishing detaches), sweeps our Available orphans and marks the
 // ENIs of holdings in use.
 func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreReport, error) {

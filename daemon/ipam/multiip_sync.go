@@ -37,8 +37,8 @@ type RestoreReport struct {
 }
 
 // Restore rebuilds the pool at start from what the cloud and metadata say
-// is attached to this node (with TagFilter, only the ENIs that carry its
-// tags), then marks the addresses of holdings in use.
+// is attached to this node and carries the pool's ownership tags (Owner,
+// which includes TagFilter), then marks the addresses of holdings in use.
 // ENIs caught mid-attach are waited for, ENIs caught mid-detach are
 // finished off, and our own Available ENIs (tagged with Tags) are
 // deleted: a daemon killed at any point neither leaks nor double-assigns.
