@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,7 +28,8 @@ import (
 // Observer receives the measurements the daemon exports as metrics.
 type Observer interface {
 	// APICall is one call of an ECS/VPC action and how it ended
-	// ("Success", an error code, "TransportError", "Degraded", ...).
+	// ("Success", an error code, "TransportError", "Degraded", "Canceled"
+	// when the caller's context ended, ...).
 	APICall(action string, took time.Duration, outcome string)
 	// RateLimitWait is how long a call waited for its rate limiter.
 	RateLimitWait(action string, waited time.Duration)
@@ -147,11 +149,11 @@ func New(o Options) (*Client, error) {
 		clock: o.Clock, backoff: o.Backoff, obs: o.Observer, limits: newRateLimits(o.Clock, o.RateLimits),
 		journal: o.Journal}
 	c.degrade.Store(DegradationNone)
-	c.ecsPool = newSDKPool(o.MaxConcurrentCalls, func() (*ecs.Client, error) {
-		return newECSClient(c.region, c.ecsEP, c.creds, c.timeout, "")
+	c.ecsPool = newSDKPool(o.MaxConcurrentCalls, func(tr http.RoundTripper) (*ecs.Client, error) {
+		return newECSClient(c.region, c.ecsEP, c.creds, c.timeout, "", tr)
 	})
-	c.vpcPool = newSDKPool(o.MaxConcurrentCalls, func() (*vpc.Client, error) {
-		return newVPCClient(c.region, c.vpcEP, c.creds, c.timeout, "")
+	c.vpcPool = newSDKPool(o.MaxConcurrentCalls, func(tr http.RoundTripper) (*vpc.Client, error) {
+		return newVPCClient(c.region, c.vpcEP, c.creds, c.timeout, "", tr)
 	})
 	return c, nil
 }
@@ -189,7 +191,11 @@ func (c *Client) call(ctx context.Context, action string, class callClass, fn fu
 	}
 	start := c.clock.Now()
 	err = fn()
-	c.obs.APICall(action, c.clock.Since(start), outcome(err))
+	res := outcome(err)
+	if err != nil && ctx.Err() != nil {
+		res = "Canceled" // the caller gave up (or stopped), whatever the SDK made of it
+	}
+	c.obs.APICall(action, c.clock.Since(start), res)
 	switch {
 	case IsThrottling(err):
 		lim.throttled()
@@ -207,7 +213,7 @@ func (c *Client) ecsCall(ctx context.Context, action string, class callClass, fn
 			return err
 		}
 		defer c.ecsPool.put(cl)
-		return fn(cl)
+		return fn(cl.sdk)
 	})
 }
 
@@ -219,48 +225,69 @@ func (c *Client) vpcCall(ctx context.Context, action string, class callClass, fn
 			return err
 		}
 		defer c.vpcPool.put(cl)
-		return fn(cl)
+		return fn(cl.sdk)
 	})
 }
 
-// sdkPool lends SDK clients, creating up to max of them on demand.
+// sdkPool lends SDK clients, creating up to max of them on demand. A
+// client is lent to one call at a time (the SDK's clients are not safe
+// for concurrent use), and its requests carry that call's context.
 type sdkPool[T any] struct {
-	mk      func() (T, error)
-	idle    chan T
+	mk      func(http.RoundTripper) (T, error)
+	idle    chan lent[T]
 	tickets chan struct{}
 }
 
-func newSDKPool[T any](max int, mk func() (T, error)) *sdkPool[T] {
-	p := &sdkPool[T]{mk: mk, idle: make(chan T, max), tickets: make(chan struct{}, max)}
+// lent is an SDK client and the transport that gives its requests the
+// borrower's context.
+type lent[T any] struct {
+	sdk T
+	tr  *callTransport
+}
+
+func newSDKPool[T any](max int, mk func(http.RoundTripper) (T, error)) *sdkPool[T] {
+	p := &sdkPool[T]{mk: mk, idle: make(chan lent[T], max), tickets: make(chan struct{}, max)}
 	for i := 0; i < max; i++ {
 		p.tickets <- struct{}{}
 	}
 	return p
 }
 
-func (p *sdkPool[T]) get(ctx context.Context) (T, error) {
-	var zero T
+// get lends a client to the call of ctx until put.
+func (p *sdkPool[T]) get(ctx context.Context) (lent[T], error) {
+	l, err := p.take(ctx)
+	if err == nil {
+		l.tr.bind(ctx)
+	}
+	return l, err
+}
+
+func (p *sdkPool[T]) take(ctx context.Context) (lent[T], error) {
 	select {
-	case cl := <-p.idle:
-		return cl, nil
+	case l := <-p.idle:
+		return l, nil
 	default:
 	}
 	select {
-	case cl := <-p.idle:
-		return cl, nil
+	case l := <-p.idle:
+		return l, nil
 	case <-p.tickets:
-		cl, err := p.mk()
+		tr := newCallTransport()
+		cl, err := p.mk(tr)
 		if err != nil {
 			p.tickets <- struct{}{}
-			return zero, fmt.Errorf("create SDK client: %w", err)
+			return lent[T]{}, fmt.Errorf("create SDK client: %w", err)
 		}
-		return cl, nil
+		return lent[T]{sdk: cl, tr: tr}, nil
 	case <-ctx.Done():
-		return zero, ctx.Err()
+		return lent[T]{}, ctx.Err()
 	}
 }
 
-func (p *sdkPool[T]) put(cl T) { p.idle <- cl }
+func (p *sdkPool[T]) put(l lent[T]) {
+	l.tr.unbind()
+	p.idle <- l
+}
 
 // retry runs a call with the backoff policy key, retrying retryable
 // outcomes only.

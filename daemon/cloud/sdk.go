@@ -2,6 +2,7 @@ package cloud
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -69,8 +70,9 @@ type SDKOptions struct {
 
 // sdkConfig is the SDK configuration of every client: the SDK's own
 // retries are off, since callers retry with their backoff policies (and,
-// for mutating calls, with ClientTokens).
-func sdkConfig(ep endpoint, timeout time.Duration, userAgent string) *sdk.Config {
+// for mutating calls, with ClientTokens). A nil tr leaves the SDK its own
+// transport.
+func sdkConfig(ep endpoint, timeout time.Duration, userAgent string, tr http.RoundTripper) *sdk.Config {
 	if timeout <= 0 {
 		timeout = defaultSDKTimeout
 	}
@@ -82,16 +84,19 @@ func sdkConfig(ep endpoint, timeout time.Duration, userAgent string) *sdk.Config
 	cfg.Timeout = timeout
 	cfg.AutoRetry = false
 	cfg.UserAgent = userAgent
+	if tr != nil {
+		cfg.Transport = tr
+	}
 	return cfg
 }
 
 // newECSClient builds an ECS SDK client under the construction mutex. An
 // empty ep.host keeps the SDK's own endpoint resolution. The SDK's error
 // is returned as is; callers say what they were building it for.
-func newECSClient(region string, ep endpoint, cred auth.Credential, timeout time.Duration, userAgent string) (*ecs.Client, error) {
+func newECSClient(region string, ep endpoint, cred auth.Credential, timeout time.Duration, userAgent string, tr http.RoundTripper) (*ecs.Client, error) {
 	sdkConstructMu.Lock()
 	defer sdkConstructMu.Unlock()
-	cl, err := ecs.NewClientWithOptions(region, sdkConfig(ep, timeout, userAgent), cred)
+	cl, err := ecs.NewClientWithOptions(region, sdkConfig(ep, timeout, userAgent, tr), cred)
 	if err != nil {
 		return nil, err
 	}
@@ -100,10 +105,10 @@ func newECSClient(region string, ep endpoint, cred auth.Credential, timeout time
 }
 
 // newVPCClient is newECSClient for VPC.
-func newVPCClient(region string, ep endpoint, cred auth.Credential, timeout time.Duration, userAgent string) (*vpc.Client, error) {
+func newVPCClient(region string, ep endpoint, cred auth.Credential, timeout time.Duration, userAgent string, tr http.RoundTripper) (*vpc.Client, error) {
 	sdkConstructMu.Lock()
 	defer sdkConstructMu.Unlock()
-	cl, err := vpc.NewClientWithOptions(region, sdkConfig(ep, timeout, userAgent), cred)
+	cl, err := vpc.NewClientWithOptions(region, sdkConfig(ep, timeout, userAgent, tr), cred)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +126,7 @@ func NewVPCClient(region string, cred auth.Credential, o SDKOptions) (*vpc.Clien
 	if err != nil {
 		return nil, fmt.Errorf("cloud: VPC %w", err)
 	}
-	cl, err := newVPCClient(region, ep, cred, o.Timeout, o.UserAgent)
+	cl, err := newVPCClient(region, ep, cred, o.Timeout, o.UserAgent, nil)
 	if err != nil {
 		return nil, fmt.Errorf("create VPC SDK client for %s: %w", region, err)
 	}

@@ -36,7 +36,7 @@ func TestNewVPCClient(t *testing.T) {
 			if i%2 == 0 {
 				_, err = NewVPCClient("cn-hangzhou", cred, SDKOptions{Endpoint: "http://127.0.0.1:9"})
 			} else {
-				_, err = newECSClient("cn-hangzhou", endpoint{scheme: "HTTP", host: "127.0.0.1:9"}, cred, 0, "")
+				_, err = newECSClient("cn-hangzhou", endpoint{scheme: "HTTP", host: "127.0.0.1:9"}, cred, 0, "", nil)
 			}
 			if err != nil {
 				t.Error(err)
