@@ -61,6 +61,7 @@ type ENIPool struct {
 	log    *slog.Logger
 	events Events
 	kickc  chan struct{}
+	ops    *ops
 
 	mu       sync.Mutex
 	enis     map[string]*eniRes
@@ -130,7 +131,7 @@ func NewENIPool(cfg ENIPoolConfig, node *cloud.Node, vsw *cloud.VSwitchPool, c c
 		ev = nopEvents{}
 	}
 	return &ENIPool{cfg: cfg, node: node, vsw: vsw, clock: c, log: log, events: ev, kickc: make(chan struct{}, 1),
-		enis: map[string]*eniRes{}, owners: map[string]*eniRes{}, lastChange: c.Now()}, nil
+		ops: newOps(), enis: map[string]*eniRes{}, owners: map[string]*eniRes{}, lastChange: c.Now()}, nil
 }
 
 func ipFromMeta(m cloud.ENIMeta, v6 []netip.Addr) IP {
@@ -315,11 +316,13 @@ func (p *ENIPool) kick() {
 	}
 }
 
-// Run plans on demand and every SyncPeriod until ctx ends.
+// Run plans on demand and every SyncPeriod until ctx ends, then closes
+// the pool (Close): it returns once no cloud call of the pool is left.
 func (p *ENIPool) Run(ctx context.Context) {
+	defer p.Close()
 	t := p.clock.NewTicker(p.cfg.SyncPeriod)
 	defer t.Stop()
-	p.plan(ctx) // warm up to MinIdle at once
+	p.plan() // warm up to MinIdle at once
 	for {
 		select {
 		case <-ctx.Done():
@@ -336,11 +339,17 @@ func (p *ENIPool) Run(ctx context.Context) {
 		case <-t.C():
 			p.sync(ctx)
 		}
-		p.plan(ctx)
+		p.plan()
 	}
 }
 
-func (p *ENIPool) plan(ctx context.Context) {
+// Close cancels the pool's cloud calls in flight and waits until they
+// have returned; the pool starts no new ones. Run closes the pool when it
+// returns; Close is for a pool that never ran. It may be called more
+// than once.
+func (p *ENIPool) Close() { p.ops.stop() }
+
+func (p *ENIPool) plan() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	// Serve waiters from idle ENIs.
@@ -363,7 +372,8 @@ func (p *ENIPool) plan(ctx context.Context) {
 		p.creating++
 		want--
 		p.seq++
-		go p.create(ctx, fmt.Sprintf("eni/%d/%d", now.UnixNano(), p.seq))
+		key := fmt.Sprintf("eni/%d/%d", now.UnixNano(), p.seq)
+		p.ops.start(func(ctx context.Context) { p.create(ctx, key) })
 	}
 	// Waiters fail only when nothing is on its way: no creation, and no
 	// ENI being released whose slot a creation could then take.
@@ -387,7 +397,7 @@ func (p *ENIPool) plan(ctx context.Context) {
 				continue
 			}
 			excess--
-			p.releaseENILocked(ctx, r)
+			p.releaseENILocked(r)
 		}
 	}
 }
@@ -404,8 +414,6 @@ func (p *ENIPool) idleLocked(now time.Time) int {
 }
 
 func (p *ENIPool) create(ctx context.Context, key string) {
-	ctx, cancel := opContext(ctx)
-	defer cancel()
 	var r cloud.ReadyENI
 	var ids []string // the ENI this creation made, while it is in flight
 	v, err := p.vsw.Pick(ctx)
@@ -445,11 +453,9 @@ func (p *ENIPool) create(ctx context.Context, key string) {
 	p.kick()
 }
 
-func (p *ENIPool) releaseENILocked(ctx context.Context, r *eniRes) {
+func (p *ENIPool) releaseENILocked(r *eniRes) {
 	r.releasing = true
-	go func() {
-		ctx, cancel := opContext(ctx)
-		defer cancel()
+	p.ops.start(func(ctx context.Context) {
 		err := p.node.ReleaseENI(ctx, r.ip.ENIID)
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -461,7 +467,7 @@ func (p *ENIPool) releaseENILocked(ctx context.Context, r *eniRes) {
 		delete(p.enis, r.ip.ENIID)
 		p.slotsChangedLocked()
 		p.kick()
-	}()
+	})
 }
 
 // slotsChangedLocked lifts a pause for the instance's ENI limit once the

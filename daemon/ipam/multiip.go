@@ -203,6 +203,7 @@ type MultiIP struct {
 	events Events
 
 	kickc chan struct{}
+	ops   *ops
 
 	mu      sync.Mutex
 	enis    map[string]*eniSlot
@@ -290,7 +291,7 @@ func NewMultiIP(cfg MultiIPConfig, node *cloud.Node, vsw *cloud.VSwitchPool, c c
 		ev = nopEvents{}
 	}
 	return &MultiIP{cfg: cfg, node: node, vsw: vsw, clock: c, log: log, events: ev,
-		kickc: make(chan struct{}, 1), enis: map[string]*eniSlot{}, owners: map[string]*ipSlot{},
+		kickc: make(chan struct{}, 1), ops: newOps(), enis: map[string]*eniSlot{}, owners: map[string]*ipSlot{},
 		orphanSeen: map[netip.Addr]int{}, lastChange: c.Now()}, nil
 }
 
@@ -512,11 +513,13 @@ func (p *MultiIP) kick() {
 	}
 }
 
-// Run plans on demand and every SyncPeriod until ctx ends.
+// Run plans on demand and every SyncPeriod until ctx ends, then closes
+// the pool (Close): it returns once no cloud call of the pool is left.
 func (p *MultiIP) Run(ctx context.Context) {
+	defer p.Close()
 	t := p.clock.NewTicker(p.cfg.SyncPeriod)
 	defer t.Stop()
-	p.plan(ctx) // warm up to MinIdle at once, not a sync period later
+	p.plan() // warm up to MinIdle at once, not a sync period later
 	// Idle reclaim happens in quiet times, when nothing kicks the pool: a
 	// timer wakes the loop when the next round is due. It is re-armed
 	// whenever that time moves (a change restarts the quiet period, a
@@ -556,10 +559,10 @@ func (p *MultiIP) Run(ctx context.Context) {
 		select {
 		case <-retryC:
 			retry = nil
-			p.plan(ctx)
+			p.plan()
 		case <-reclaimC:
 			reclaim, reclaimFired, reclaimAt = nil, reclaimAt, time.Time{}
-			p.plan(ctx)
+			p.plan()
 		case <-ctx.Done():
 			p.failAll(ctx.Err())
 			return
@@ -575,13 +578,19 @@ func (p *MultiIP) Run(ctx context.Context) {
 					return
 				}
 			}
-			p.plan(ctx)
+			p.plan()
 		case <-t.C():
 			p.sync(ctx)
-			p.plan(ctx)
+			p.plan()
 		}
 	}
 }
+
+// Close cancels the pool's cloud calls in flight and waits until they
+// have returned; the pool starts no new ones. The pool's state stays
+// readable. Run closes the pool when it returns; Close is for a pool
+// that never ran. It may be called more than once.
+func (p *MultiIP) Close() { p.ops.stop() }
 
 func (p *MultiIP) hasNewDemand() bool {
 	p.mu.Lock()
@@ -603,7 +612,7 @@ func (p *MultiIP) failAll(err error) {
 // plan serves waiters from idle addresses and starts the calls that close
 // the gap between demand (waiters plus the warm pool) and supply, or, with
 // no demand, gives back what is above the limits.
-func (p *MultiIP) plan(ctx context.Context) {
+func (p *MultiIP) plan() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.serveLocked()
@@ -614,12 +623,12 @@ func (p *MultiIP) plan(ctx context.Context) {
 		deficit = room
 	}
 	if deficit > 0 {
-		deficit = p.startAssignsLocked(ctx, now, deficit)
-		p.startCreatesLocked(ctx, now, deficit)
+		deficit = p.startAssignsLocked(now, deficit)
+		p.startCreatesLocked(now, deficit)
 	}
 	p.failHopelessLocked(now)
 	if len(p.waiters) == 0 && p.inflight == 0 {
-		p.shrinkLocked(ctx, now, idle)
+		p.shrinkLocked(now, idle)
 	}
 }
 

@@ -14,15 +14,9 @@ import (
 	"github.com/terway-sim/terway/daemon/cloud"
 )
 
-// opContext detaches cloud calls from the request that triggered them: an
-// allocation is finished even when the pod that wanted it gave up.
-func opContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
-}
-
 // startAssignsLocked asks ENIs with room for up to deficit addresses and
 // returns what is still missing.
-func (p *MultiIP) startAssignsLocked(ctx context.Context, now time.Time, deficit int) int {
+func (p *MultiIP) startAssignsLocked(now time.Time, deficit int) int {
 	for _, e := range p.sortedENIsLocked() {
 		if deficit <= 0 {
 			break
@@ -39,14 +33,12 @@ func (p *MultiIP) startAssignsLocked(ctx context.Context, now time.Time, deficit
 		p.inflight += k
 		deficit -= k
 		key4, key6 := p.nextKey("assign4"), p.nextKey("assign6")
-		go p.assign(ctx, e, k, key4, key6)
+		p.ops.start(func(ctx context.Context) { p.assign(ctx, e, k, key4, key6) })
 	}
 	return deficit
 }
 
 func (p *MultiIP) assign(ctx context.Context, e *eniSlot, k int, key4, key6 string) {
-	ctx, cancel := opContext(ctx)
-	defer cancel()
 	v4, err := p.node.AssignIPv4(ctx, key4, e.ENIMeta, k)
 	if cloud.IsExhausted(err) && k > 1 {
 		// The vSwitch cannot give k: take what it has left.
@@ -102,7 +94,7 @@ func (p *MultiIP) assign(ctx context.Context, e *eniSlot, k int, key4, key6 stri
 }
 
 // startCreatesLocked creates ENIs for what the existing ones cannot hold.
-func (p *MultiIP) startCreatesLocked(ctx context.Context, now time.Time, deficit int) {
+func (p *MultiIP) startCreatesLocked(now time.Time, deficit int) {
 	for deficit > 0 && len(p.enis)+p.creating < p.cfg.MaxENI && p.creating < p.cfg.MaxConcurrentCreates &&
 		!now.Before(p.createPause) {
 		k := min(deficit, p.cfg.IPsPerENI, maxPerCreate)
@@ -113,13 +105,12 @@ func (p *MultiIP) startCreatesLocked(ctx context.Context, now time.Time, deficit
 		p.createGen++
 		p.inflight += k
 		deficit -= k
-		go p.create(ctx, k, p.nextKey("create"))
+		key := p.nextKey("create")
+		p.ops.start(func(ctx context.Context) { p.create(ctx, k, key) })
 	}
 }
 
 func (p *MultiIP) create(ctx context.Context, k int, key string) {
-	ctx, cancel := opContext(ctx)
-	defer cancel()
 	var ids []string // the ENIs this creation made, while it is in flight
 	r, err := p.allocateENI(ctx, k, key, func(id string) { p.mu.Lock(); notePending(&p.pendingENIs, &ids, id); p.mu.Unlock() })
 	p.mu.Lock()
@@ -347,7 +338,7 @@ func (p *MultiIP) reclaimDue() time.Time {
 // reclaim, above MinIdle after a quiet period): whole ENIs when all their
 // addresses are idle, else up to ten secondary addresses of the emptiest
 // ENI.
-func (p *MultiIP) shrinkLocked(ctx context.Context, now time.Time, idle int) {
+func (p *MultiIP) shrinkLocked(now time.Time, idle int) {
 	excess := idle - p.cfg.MaxIdle
 	if p.cfg.IdleReclaimAfter > 0 {
 		if now.Sub(p.lastChange) < p.cfg.IdleReclaimAfter {
@@ -375,7 +366,7 @@ func (p *MultiIP) shrinkLocked(ctx context.Context, now time.Time, idle int) {
 		}
 		if inUse(e, now) == 0 && len(e.ips) <= excess {
 			excess -= len(e.ips)
-			p.releaseENILocked(ctx, e)
+			p.releaseENILocked(e)
 			continue
 		}
 		var drop []*ipSlot
@@ -391,7 +382,7 @@ func (p *MultiIP) shrinkLocked(ctx context.Context, now time.Time, idle int) {
 			continue
 		}
 		excess -= len(drop)
-		p.unassignLocked(ctx, e, drop)
+		p.unassignLocked(e, drop)
 	}
 }
 
@@ -418,7 +409,7 @@ func (p *MultiIP) slotsChangedLocked() {
 	}
 }
 
-func (p *MultiIP) releaseENILocked(ctx context.Context, e *eniSlot) {
+func (p *MultiIP) releaseENILocked(e *eniSlot) {
 	e.deleting, e.busy = true, true
 	for _, s := range e.ips {
 		s.state = ipReleasing
@@ -426,9 +417,7 @@ func (p *MultiIP) releaseENILocked(ctx context.Context, e *eniSlot) {
 			delete(p.owners, s.owner)
 		}
 	}
-	go func() {
-		ctx, cancel := opContext(ctx)
-		defer cancel()
+	p.ops.start(func(ctx context.Context) {
 		err := p.node.ReleaseENI(ctx, e.ID)
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -443,7 +432,7 @@ func (p *MultiIP) releaseENILocked(ctx context.Context, e *eniSlot) {
 		p.slotsChangedLocked()
 		// Not a change for idle reclaim (lastChange): see IdleReclaimAfter.
 		p.kick()
-	}()
+	})
 }
 
 // cloudAddrs are the addresses the cloud assigns to an ENI.
@@ -463,7 +452,7 @@ func (p *MultiIP) assignedNow(ctx context.Context, eniID string) (cloudAddrs, er
 	return cloudAddrs{v4: append([]netip.Addr{e.PrimaryIP}, e.IPv4...), v6: e.IPv6}, nil
 }
 
-func (p *MultiIP) unassignLocked(ctx context.Context, e *eniSlot, drop []*ipSlot) {
+func (p *MultiIP) unassignLocked(e *eniSlot, drop []*ipSlot) {
 	e.busy = true
 	var v4, v6 []netip.Addr
 	for _, s := range drop {
@@ -473,9 +462,7 @@ func (p *MultiIP) unassignLocked(ctx context.Context, e *eniSlot, drop []*ipSlot
 			v6 = append(v6, s.v6)
 		}
 	}
-	go func() {
-		ctx, cancel := opContext(ctx)
-		defer cancel()
+	p.ops.start(func(ctx context.Context) {
 		err := p.node.API.UnassignIPv4(ctx, e.ID, v4)
 		if err == nil && len(v6) > 0 {
 			err = p.node.API.UnassignIPv6(ctx, e.ID, v6)
@@ -515,5 +502,5 @@ func (p *MultiIP) unassignLocked(ctx context.Context, e *eniSlot, drop []*ipSlot
 		p.vsw.Released(e.VSwitchID)
 		// Not a change for idle reclaim (lastChange): see IdleReclaimAfter.
 		p.kick()
-	}()
+	})
 }

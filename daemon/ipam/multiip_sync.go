@@ -225,7 +225,7 @@ func (p *MultiIP) sync(ctx context.Context) {
 	for _, e := range p.enis {
 		switch {
 		case e.deleting && !e.busy:
-			p.releaseENILocked(ctx, e)
+			p.releaseENILocked(e)
 		case e.busy || e.deleting:
 		case !slices.Contains(macs, e.MAC):
 			missing = append(missing, e)

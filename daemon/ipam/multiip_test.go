@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
+	"go.uber.org/goleak"
 
 	"github.com/terway-sim/terway/daemon/backoff"
 	"github.com/terway-sim/terway/daemon/cloud"
@@ -31,7 +32,9 @@ func TestMain(m *testing.M) {
 		os.Unsetenv(k)
 	}
 	os.Setenv("NO_PROXY", "127.0.0.1,localhost")
-	os.Exit(m.Run())
+	// Every goroutine a pool starts ends with it (Run, Close): none may
+	// outlive the tests.
+	goleak.VerifyTestMain(m)
 }
 
 type env struct {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
-	"time"
 
 	"github.com/terway-sim/terway/daemon/cloud"
 )
@@ -119,7 +118,7 @@ func (p *MultiIP) syncStrays(ctx context.Context) {
 		}
 		p.strays[e.ID] = true
 		p.log.Warn("found an ENI of ours attached to this node that the pool does not know", "eni", e.ID, "status", e.Status)
-		go p.takeStray(ctx, e)
+		p.ops.start(func(ctx context.Context) { p.takeStray(ctx, e) })
 	}
 }
 
@@ -150,15 +149,7 @@ func (p *MultiIP) strayWantedLocked(n int) bool {
 	return waiting > p.inflight || p.idleLocked(p.clock.Now())+n <= p.cfg.MaxIdle
 }
 
-// strayContext bounds the background work on one stray; it ends with the
-// pool (a restarted daemon's Restore takes over).
-func strayContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, 5*time.Minute)
-}
-
 func (p *MultiIP) takeStray(ctx context.Context, e cloud.ENI) {
-	ctx, cancel := strayContext(ctx)
-	defer cancel()
 	defer func() {
 		p.mu.Lock()
 		delete(p.strays, e.ID)
@@ -235,7 +226,7 @@ func (p *ENIPool) sync(ctx context.Context) {
 		}
 		p.strays[e.ID] = true
 		p.log.Warn("found an ENI of ours attached to this node that the pool does not know", "eni", e.ID, "status", e.Status)
-		go p.takeStray(ctx, e)
+		p.ops.start(func(ctx context.Context) { p.takeStray(ctx, e) })
 	}
 	p.mu.Unlock()
 	// An ENI being created is Available and tagged until it is attached:
@@ -321,8 +312,6 @@ func (p *ENIPool) strayWantedLocked() bool {
 }
 
 func (p *ENIPool) takeStray(ctx context.Context, e cloud.ENI) {
-	ctx, cancel := strayContext(ctx)
-	defer cancel()
 	defer func() {
 		p.mu.Lock()
 		delete(p.strays, e.ID)
