@@ -16,18 +16,11 @@ func (d *Daemon) checkLoop(ctx context.Context) {
 	if d.opts.CheckPeriod <= 0 {
 		return
 	}
-	t := d.clock.NewTicker(d.opts.CheckPeriod)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			if err := d.Check(ctx); err != nil {
-				d.log.Warn("periodic check", "err", err)
-			}
+	d.every(ctx, d.opts.CheckPeriod, false, func(ctx context.Context) {
+		if err := d.Check(ctx); err != nil {
+			d.log.Warn("periodic check", "err", err)
 		}
-	}
+	})
 }
 
 // Check looks at every pod the store knows: a live pod whose resources

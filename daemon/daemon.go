@@ -119,9 +119,21 @@ type Daemon struct {
 	// then GC releases nothing, since only the node's local sources say
 	// what is held (see restore).
 	apiRead atomic.Bool
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
 	ready   chan struct{}
+
+	// life ends when the daemon stops (Serve's context ends, or Close):
+	// the loops, the pools' cloud calls and the allocations in flight
+	// end with it, detached from the requests that started them but not
+	// from the daemon.
+	life context.Context
+	stop context.CancelFunc
+	// lifeMu orders starting children (Serve) against stopping them.
+	lifeMu  sync.Mutex
+	stopped bool
+	wg      sync.WaitGroup
+	// closeOnce closes the resources once; closeErr is its result.
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // New prepares a daemon: it takes the node lock, starts answering on the
@@ -147,17 +159,18 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	d := &Daemon{opts: o, cfg: o.Config, mode: o.Mode, clock: o.Clock, log: o.Logger.With("node", o.NodeName),
 		pending: map[string]bool{}, ready: make(chan struct{}), sticky: o.Config.StickyTime.Duration}
+	d.life, d.stop = context.WithCancel(context.Background())
 	for _, k := range d.cfg.Ignored {
 		d.log.Info("config key accepted and ignored", "key", k)
 	}
 	d.metrics = newMetrics(o.Registerer)
 	if err := d.init(ctx); err != nil {
-		d.closeResources()
+		_ = d.Close()
 		return nil, err
 	}
 	if o.Registerer != nil {
 		if err := o.Registerer.Register(newPoolCollector(d)); err != nil {
-			d.closeResources()
+			_ = d.Close()
 			return nil, fmt.Errorf("register pool metrics: %w", err)
 		}
 	}
@@ -412,58 +425,94 @@ func (d *Daemon) initPool(ctx context.Context) error {
 }
 
 // Serve starts the background loops and serves gRPC on the configured
-// socket until ctx ends or Close is called.
+// socket until ctx ends, Close is called or the socket fails. It returns
+// only when everything the daemon started has stopped — the loops, the
+// calls in flight (cancelled, cloud calls included) — and the store and
+// the node lock are closed, so a process may exit as soon as it returns.
+// Pods keep their addresses: the next daemon adopts them.
 func (d *Daemon) Serve(ctx context.Context) error {
-	ctx, d.cancel = context.WithCancel(ctx)
-	d.wg.Add(4)
-	go func() { defer d.wg.Done(); d.mgr.run(ctx) }()
-	go func() { defer d.wg.Done(); d.checkLoop(ctx) }()
-	if d.devices != nil {
-		d.wg.Add(1)
-		go func() {
-			defer d.wg.Done()
-			if err := d.devices.Run(ctx); err != nil {
-				d.log.Error("device plugin", "err", err)
-			}
-		}()
-	}
-	go func() { defer d.wg.Done(); d.waitForAPI(ctx); d.gcLoop(ctx) }()
-	go func() { defer d.wg.Done(); d.publishLoop(ctx) }()
-	if d.cfg.EnablePatchPodIPs {
-		d.podIPs = newPodIPsWriter(d.kube, d.backoffSet().Get(backoff.KubernetesAPIRetry), d.clock, d.log)
-		d.wg.Add(1)
-		go func() { defer d.wg.Done(); d.podIPs.run(ctx) }()
+	stopWithCtx := context.AfterFunc(ctx, d.stop)
+	defer stopWithCtx()
+	if err := d.startChildren(); err != nil {
+		return err
 	}
 	d.initialised.Store(true)
 	close(d.ready)
 	d.log.Info("serving", "socket", d.cfg.SocketPath, "mode", d.mode, "capacity", d.capacity)
-	<-d.served
-	if errors.Is(d.serveErr, grpc.ErrServerStopped) {
-		return nil
+	select {
+	case <-d.life.Done():
+	case <-d.served: // the socket failed
 	}
-	return d.serveErr
+	err := d.Close()
+	if !errors.Is(d.serveErr, grpc.ErrServerStopped) {
+		err = errors.Join(d.serveErr, err)
+	}
+	return err
+}
+
+// startChildren starts the daemon's loops under its lifetime.
+func (d *Daemon) startChildren() error {
+	d.lifeMu.Lock()
+	defer d.lifeMu.Unlock()
+	if d.stopped {
+		return errors.New("daemon: Serve after Close")
+	}
+	run := func(f func(context.Context)) {
+		d.wg.Add(1)
+		go func() { defer d.wg.Done(); f(d.life) }()
+	}
+	run(d.mgr.run)
+	run(d.checkLoop)
+	if d.devices != nil {
+		run(func(ctx context.Context) {
+			if err := d.devices.Run(ctx); err != nil {
+				d.log.Error("device plugin", "err", err)
+			}
+		})
+	}
+	run(func(ctx context.Context) { d.waitForAPI(ctx); d.gcLoop(ctx) })
+	run(d.publishLoop)
+	if d.cfg.EnablePatchPodIPs {
+		d.podIPs = newPodIPsWriter(d.kube, d.backoffSet().Get(backoff.KubernetesAPIRetry), d.clock, d.log)
+		run(d.podIPs.run)
+	}
+	return nil
 }
 
 // Ready is closed once Serve accepts calls.
 func (d *Daemon) Ready() <-chan struct{} { return d.ready }
 
-// Close stops serving and the loops, then releases the store and the
-// lock. Pods keep their addresses: the next daemon adopts them.
+// Close stops the daemon as the end of Serve's context does, and returns
+// when everything has stopped and the store and the lock are closed. It
+// is for a daemon that New made and Serve never ran (Serve calls it
+// itself) and may be called more than once, also while Serve runs.
 func (d *Daemon) Close() error {
-	if d.cancel != nil {
-		d.cancel()
-	}
+	d.stop()
+	d.closeOnce.Do(func() { d.closeErr = d.shutdown() })
+	return d.closeErr
+}
+
+// shutdown stops the calls in flight and the loops, then closes the
+// resources. The lifetime has ended: allocations in flight and the
+// pools' cloud calls are being cancelled.
+func (d *Daemon) shutdown() error {
+	d.lifeMu.Lock()
+	d.stopped = true
+	d.lifeMu.Unlock()
 	if d.grpc != nil {
-		d.grpc.GracefulStop()
+		d.grpc.GracefulStop() // the handlers return, their calls cancelled
 	}
 	d.wg.Wait()
+	if d.mgr != nil {
+		d.mgr.close() // a pool whose Run never ran (New failed)
+	}
 	return d.closeResources()
 }
 
 func (d *Daemon) closeResources() error {
 	var err error
 	if d.grpc != nil {
-		d.grpc.Stop() // a no-op after Close's GracefulStop
+		d.grpc.Stop() // a no-op after GracefulStop
 		<-d.served
 	}
 	if d.kube != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
@@ -42,7 +43,9 @@ func TestMain(m *testing.M) {
 	}
 	os.Setenv("NO_PROXY", "127.0.0.1,localhost")
 	plugintest.QuietKlog() // the informer's retries while a test's API server is "down"
-	os.Exit(m.Run())
+	// Every goroutine a daemon starts ends when Serve returns or Close
+	// does: none may outlive the tests.
+	goleak.VerifyTestMain(m)
 }
 
 // lab is a fakecloud, a fake API server and the paths of one node.

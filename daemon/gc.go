@@ -17,18 +17,11 @@ import (
 
 // gcLoop reconciles every gc_period.
 func (d *Daemon) gcLoop(ctx context.Context) {
-	t := d.clock.NewTicker(d.cfg.GCPeriod.Duration)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			if err := d.GC(ctx); err != nil {
-				d.log.Warn("gc", "err", err)
-			}
+	d.every(ctx, d.cfg.GCPeriod.Duration, false, func(ctx context.Context) {
+		if err := d.GC(ctx); err != nil {
+			d.log.Warn("gc", "err", err)
 		}
-	}
+	})
 }
 
 // GC reconciles the store with the node's pods: addresses of pods that
@@ -213,24 +206,13 @@ func (d *Daemon) cleanHost(a store.Attachment) {
 
 // publishLoop publishes the node's capacity and address supply.
 func (d *Daemon) publishLoop(ctx context.Context) {
-	publish := func() {
+	d.every(ctx, time.Minute, true, func(ctx context.Context) {
 		err := d.kube.AnnotateNode(ctx, map[string]string{k8s.AnnotationMaxAvailableIP: strconv.Itoa(d.capacity)})
 		if err != nil {
 			d.log.Warn("publish capacity", "err", err)
 		}
 		d.updateSufficientIP(ctx)
-	}
-	publish()
-	t := d.clock.NewTicker(time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			publish()
-		}
-	}
+	})
 }
 
 // updateSufficientIP sets the SufficientIP node condition: False while the

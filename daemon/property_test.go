@@ -1212,7 +1212,6 @@ func schedChildMain() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
-	go func() { <-ctx.Done(); d.Close() }()
 	if err := d.Serve(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 4

@@ -49,7 +49,10 @@ type manager interface {
 	// storeHoldings turns store records into holdings of this mode's
 	// resources.
 	storeHoldings(atts []store.Attachment) []ipam.Holding
+	// run serves the pool until ctx ends and its cloud calls have
+	// returned; close ends a pool that never ran (idempotent).
 	run(ctx context.Context)
+	close()
 	stats() ipam.Stats
 	starved() bool
 	sweep(ctx context.Context) error
@@ -100,6 +103,7 @@ func (m multiIPManager) storeHoldings(atts []store.Attachment) []ipam.Holding {
 	return holdings(atts, store.ResourceENIIP)
 }
 func (m multiIPManager) run(ctx context.Context)   { m.pool.Run(ctx) }
+func (m multiIPManager) close()                    { m.pool.Close() }
 func (m multiIPManager) stats() ipam.Stats         { return m.pool.Stats() }
 func (m multiIPManager) starved() bool             { return m.pool.Starved() }
 func (m multiIPManager) addresses() []ipam.Address { return m.pool.Addresses() }
@@ -134,6 +138,7 @@ func (m eniManager) storeHoldings(atts []store.Attachment) []ipam.Holding {
 	return holdings(atts, store.ResourceENI)
 }
 func (m eniManager) run(ctx context.Context)         { m.pool.Run(ctx) }
+func (m eniManager) close()                          { m.pool.Close() }
 func (m eniManager) stats() ipam.Stats               { return m.pool.Stats() }
 func (m eniManager) starved() bool                   { return m.pool.Starved() }
 func (m eniManager) addresses() []ipam.Address       { return m.pool.Addresses() }
@@ -239,6 +244,12 @@ func (m vpcManager) run(ctx context.Context) {
 		return
 	}
 	<-ctx.Done()
+}
+
+func (m vpcManager) close() {
+	if m.enis != nil {
+		m.enis.Close()
+	}
 }
 
 func (m vpcManager) stats() ipam.Stats {

@@ -140,10 +140,12 @@ func (b *backend) AllocIP(ctx context.Context, r *rpc.AllocIPRequest) (*rpc.Allo
 			}
 		}
 	}
-	// The allocation finishes even if the caller gives up: a retried ADD
-	// then finds it done instead of starting over.
+	// The allocation finishes even if the caller gives up (a retried ADD
+	// then finds it done instead of starting over), but not if the daemon
+	// stops.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), maxRPC)
 	defer cancel()
+	defer context.AfterFunc(d.life, cancel)()
 	g, err := d.mgr.allocate(actx, pod)
 	if err != nil {
 		code := codes.Internal

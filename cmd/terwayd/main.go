@@ -141,11 +141,10 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 		return err
 	}
 	defer debug.Close()
-	go func() {
-		<-ctx.Done()
-		log.Info("shutting down")
-		d.Close()
-	}()
+	stopping := context.AfterFunc(ctx, func() { log.Info("shutting down") })
+	defer stopping()
+	// Serve returns when ctx ends and everything has stopped, the store
+	// and the node lock closed.
 	return d.Serve(ctx)
 }
 
