@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -162,13 +161,6 @@ func (f *fleet) newNode(i int, offset time.Duration) (*fleetNode, error) {
 	c["cni_conf_dir"] = filepath.Join(n.dir, "net.d")
 	c["cni_bin_dir"] = filepath.Join(n.dir, "bin")
 	c["cni_cache_dir"] = filepath.Join(n.dir, "cache")
-	b, err := json.Marshal(c)
-	if err != nil {
-		return nil, err
-	}
-	if n.cfg, err = config.Parse(b); err != nil {
-		return nil, fmt.Errorf("fleet: daemon configuration: %w", err)
-	}
 	objs := []kruntime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}}}
 	for j := 0; j < f.o.PodsPerNode; j++ {
 		p := &fleetPod{name: fmt.Sprintf("%s-p%03d", n.name, j+1)}
@@ -184,6 +176,10 @@ func (f *fleet) newNode(i int, offset time.Duration) (*fleetNode, error) {
 	// a thousand fake API servers, not the daemons, the CPU bottleneck.
 	// The daemon needs no server-side apply.
 	n.kube = fake.NewSimpleClientset(objs...)
+	var err error
+	if n.cfg, err = nodeConfig(context.Background(), n.kube, n.name, c); err != nil {
+		return nil, fmt.Errorf("fleet: daemon configuration: %w", err)
+	}
 	return n, nil
 }
 

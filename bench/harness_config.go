@@ -1,14 +1,18 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/terway-sim/terway/daemon/backoff"
 	"github.com/terway-sim/terway/daemon/config"
+	"github.com/terway-sim/terway/daemon/dynconfig"
 	"github.com/terway-sim/terway/fakecloud"
 )
 
@@ -58,6 +62,17 @@ func parseConfig(m map[string]any) (*config.Config, error) {
 		return nil, fmt.Errorf("eni_conf: %w", err)
 	}
 	return cfg, nil
+}
+
+// nodeConfig is eni_conf m as node's daemon gets it: through dynconfig,
+// the path terwayd takes, so that a node labelled terway-config=<name> in
+// kube has the eni_conf of ConfigMap kube-system/<name> merged over m.
+func nodeConfig(ctx context.Context, kube kubernetes.Interface, node string, m map[string]any) (*config.Config, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode eni_conf: %w", err)
+	}
+	return dynconfig.Load(ctx, kube, node, b, dynconfig.DefaultNamespace)
 }
 
 // scaledConfig is sim (simulated time) at time scale s: every duration

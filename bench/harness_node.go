@@ -122,11 +122,11 @@ func (n *Node) start(ctx context.Context, h *Harness, dir string) error {
 		"cni_bin_dir": filepath.Join(dir, "bin"), "cni_cache_dir": filepath.Join(dir, "cache")} {
 		eff[k] = v
 	}
-	cfg, err := parseConfig(eff)
+	n.Kube = fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}})
+	cfg, err := nodeConfig(ctx, n.Kube, n.Name, eff)
 	if err != nil {
 		return err
 	}
-	n.Kube = fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}})
 	d, err := daemon.New(ctx, daemon.Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: n.Name, Kube: n.Kube,
 		Logger: h.opts.Logger.With("node", n.Name), StoreNoSync: h.opts.StoreNoSync})
 	if err != nil {

@@ -8,6 +8,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/terway-sim/terway/daemon/dynconfig"
+	"github.com/terway-sim/terway/daemon/k8s"
 )
 
 // TestHarnessLeavesNothing runs a harness with two nodes through an
@@ -137,5 +144,25 @@ func TestMachineInfo(t *testing.T) {
 	}
 	if runtime.GOOS == "linux" && (m.CPUModel == "" || m.MemoryMiB <= 0 || m.Kernel == "") {
 		t.Errorf("on Linux /proc gives CPU model, memory and kernel: %+v", m)
+	}
+}
+
+// TestNodeConfigDynamic: a node's eni_conf takes the path terwayd's does,
+// so a node labelled terway-config=<name> gets that ConfigMap merged in.
+func TestNodeConfigDynamic(t *testing.T) {
+	kube := fake.NewClientset(
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "plain"}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "big", Labels: map[string]string{k8s.LabelDynamicConfig: "big-pool"}}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: dynconfig.DefaultNamespace, Name: "big-pool"},
+			Data: map[string]string{dynconfig.Key: `{"max_pool_size":20}`}})
+	base := BaseDaemonConfig(nil)
+	for node, want := range map[string]int{"plain": 5, "big": 20} {
+		cfg, err := nodeConfig(context.Background(), kube, node, base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.MaxPoolSize != want || cfg.ClusterID != defaultClusterID {
+			t.Errorf("%s: max_pool_size %d cluster_id %s, want %d %s", node, cfg.MaxPoolSize, cfg.ClusterID, want, defaultClusterID)
+		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -26,7 +25,6 @@ import (
 	"github.com/terway-sim/terway/daemon/config"
 	"github.com/terway-sim/terway/daemon/deviceplugin"
 	"github.com/terway-sim/terway/daemon/hostnet"
-	"github.com/terway-sim/terway/daemon/ipam"
 	"github.com/terway-sim/terway/daemon/k8s"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/daemon/store"
@@ -325,96 +323,29 @@ func (d *Daemon) ownershipTags() (tags, owner map[string]string, err error) {
 	return tags, owner, nil
 }
 
+// initPool configures the pools from eni_conf and the instance
+// (newPoolConfigs), builds those of the daemon's mode and restores them
+// from the cloud, metadata and store.
 func (d *Daemon) initPool(ctx context.Context) error {
 	capa, err := d.cfg.Capacity(d.limits.Adapters, d.limits.IPv4PerAdapter)
 	if err != nil {
 		return err
 	}
-	dual := d.cfg.DualStack()
-	if dual && !d.limits.SupportIPv6() {
-		d.log.Warn("ip_stack dual but the instance type has fewer IPv6 than IPv4 addresses per ENI; using IPv4 only",
-			"type", d.limits.InstanceType)
-		dual = false
-	}
-	sgs := d.cfg.SecurityGroupIDs()
-	if len(sgs) == 0 {
-		if sgs, err = d.node.API.SecurityGroupsOfInstance(ctx, d.node.Instance.ID); err != nil {
-			return err
-		}
-	}
-	vsws := d.cfg.VSwitchesForZone(d.node.Instance.ZoneID)
-	if len(vsws) == 0 {
-		vsws = []string{d.node.Instance.VSwitchID}
-	}
-	policy := cloud.SelectRandom
-	if d.cfg.VSwitchSelectionPolicy != "" && d.cfg.VSwitchSelectionPolicy != config.VSwitchRandom {
-		policy = cloud.SelectMostFree
-	}
-	vp, err := cloud.NewVSwitchPool(d.node.API, d.clock, policy, vsws, d.cfg.VSwitchCacheTTL.Duration, d.cfg.IPExhaustedInhibit.Duration, uint64(d.clock.Now().UnixNano()))
+	facts, err := d.poolFacts(ctx, capa)
 	if err != nil {
 		return err
 	}
-	tags, owner, err := d.ownershipTags()
+	pc, err := newPoolConfigs(d.cfg, facts)
 	if err != nil {
 		return err
 	}
-	growth := d.backoffSet().Get(backoff.PoolGrowth)
-	enis := func() (*ipam.ENIPool, error) {
-		sizes, err := d.cfg.PoolSizes(capa.MaxENI, 1)
-		if err != nil {
-			return nil, err
-		}
-		return ipam.NewENIPool(ipam.ENIPoolConfig{MaxENI: capa.MaxENI, MinIdle: sizes.MinPoolSize, MaxIdle: sizes.MaxPoolSize,
-			DualStack: dual, SyncPeriod: d.cfg.PoolCheckPeriod.Duration, SecurityGroups: sgs, Tags: tags, Owner: owner,
-			TagFilter: d.cfg.ENITagFilter, ResourceGroupID: d.cfg.ResourceGroupID, FailureBackoff: growth.Duration,
-			FailureBackoffCap: growth.Cap},
-			d.node, vp, d.clock, d.log, nodeEvents{d})
+	vp, err := cloud.NewVSwitchPool(d.node.API, d.clock, pc.VSwitch.Policy, pc.VSwitch.Candidates, pc.VSwitch.CacheTTL,
+		pc.VSwitch.ExhaustedInhibit, uint64(d.clock.Now().UnixNano()))
+	if err != nil {
+		return err
 	}
-	switch d.mode {
-	case mode.ENIMultiIP:
-		sizes, err := d.cfg.PoolSizes(capa.MaxENI, d.limits.IPv4PerAdapter)
-		if err != nil {
-			return err
-		}
-		d.capacity = sizes.Capacity
-		pool, err := ipam.NewMultiIP(ipam.MultiIPConfig{MaxENI: capa.MaxENI, IPsPerENI: d.limits.IPv4PerAdapter,
-			Capacity: sizes.Capacity, MinIdle: sizes.MinPoolSize, MaxIdle: sizes.MaxPoolSize, DualStack: dual,
-			BatchWindow: d.cfg.IPBatchWindow.Duration, ExhaustedInhibit: d.cfg.IPExhaustedInhibit.Duration, Cooldown: d.cfg.ReuseCooldown.Duration,
-			IdleReclaimAfter: d.cfg.IdleIPReclaimAfter.Duration, IdleReclaimInterval: d.cfg.IdleIPReclaimInterval.Duration,
-			IdleReclaimBatch: d.cfg.IdleIPReclaimBatchSize, IdleReclaimJitter: float64(d.cfg.IdleIPReclaimJitterFactor),
-			SyncPeriod: d.cfg.PoolCheckPeriod.Duration, FailureBackoff: growth.Duration, FailureBackoffCap: growth.Cap,
-			PackENIs: d.cfg.ENISelectionPolicy != config.ENILeastIPs, SecurityGroups: sgs, Tags: tags, Owner: owner,
-			TagFilter: d.cfg.ENITagFilter, ResourceGroupID: d.cfg.ResourceGroupID}, d.node, vp, d.clock, d.log, nodeEvents{d})
-		if err != nil {
-			return err
-		}
-		d.mgr = multiIPManager{pool: pool}
-	case mode.ENIOnly:
-		pool, err := enis()
-		if err != nil {
-			return err
-		}
-		d.capacity = capa.ENIOnly
-		d.mgr = eniManager{pool: pool}
-	case mode.VPC:
-		n, err := d.kube.Node(ctx)
-		if err != nil {
-			return err
-		}
-		prefix, err := netip.ParsePrefix(n.Spec.PodCIDR)
-		if err != nil {
-			return fmt.Errorf("VPC mode needs the node's spec.podCIDR (got %q): %w", n.Spec.PodCIDR, err)
-		}
-		cidr, err := ipam.NewPodCIDR(prefix, d.cfg.ReuseCooldown.Duration, d.clock)
-		if err != nil {
-			return err
-		}
-		pool, err := enis()
-		if err != nil {
-			return err
-		}
-		d.capacity = cidr.Size()
-		d.mgr = vpcManager{cidr: cidr, enis: pool}
+	if d.mgr, d.capacity, err = d.newManager(ctx, capa, pc, vp); err != nil {
+		return err
 	}
 	if d.opts.DevicePluginDir != "" && d.mode != mode.ENIMultiIP && !d.cfg.DisableDevicePlugin {
 		// Exclusive ENIs reach the scheduler as a countable resource.

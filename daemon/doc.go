@@ -15,13 +15,20 @@
 //     exclusive ENIs in VPC mode), PodCIDR (VPC mode).
 //   - store: the bbolt store of attachments, pods and call intents.
 //   - k8s: the node's pods (an informer), events, node annotation and
-//     condition, dynamic config.
+//     condition.
 //   - config: eni_conf. backoff: the named backoff policies.
+//   - dynconfig: the configuration a Daemon is given, as terwayd, the bench
+//     and the lab build it: the base eni_conf with the node's dynamic
+//     config (label terway-config → ConfigMap) merged over it.
 //   - hostnet: host rules and routes of released pod addresses.
 //   - deviceplugin: the aliyun/eni kubelet device plugin.
 //   - cnicheck: CNI CHECK of running pods through libcni.
 //   - rpc: the gRPC API (Terway's TerwayBackend and TerwayTracing, plus
 //     Status and GarbageCollect for CNI STATUS and GC).
+//
+// At start the daemon maps eni_conf and the instance's facts onto the
+// pools' configurations in one pure function (newPoolConfigs,
+// poolconfig.go), then builds the pools of its mode.
 //
 // A Daemon runs four loops besides gRPC: the pool's own (demand-driven
 // growth, warm-up, shrink, idle reclaim, sync with metadata), GC

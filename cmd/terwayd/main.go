@@ -24,7 +24,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -32,7 +31,7 @@ import (
 
 	"github.com/terway-sim/terway/daemon"
 	"github.com/terway-sim/terway/daemon/config"
-	"github.com/terway-sim/terway/daemon/k8s"
+	"github.com/terway-sim/terway/daemon/dynconfig"
 	"github.com/terway-sim/terway/daemon/mode"
 )
 
@@ -182,8 +181,8 @@ func withLimits(rc *rest.Config, cfg *config.Config) *rest.Config {
 	return out
 }
 
-// loadConfig reads eni_conf, applies the node's dynamic config and the
-// endpoint environment variables.
+// loadConfig reads eni_conf, applies the node's dynamic config (in
+// POD_NAMESPACE) and the endpoint environment variables.
 func loadConfig(ctx context.Context, path string, kube kubernetes.Interface, node string) (*config.Config, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) && path == config.DefaultPath {
@@ -192,22 +191,7 @@ func loadConfig(ctx context.Context, path string, kube kubernetes.Interface, nod
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	if n, err := kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil {
-		if name := n.Labels[k8s.LabelDynamicConfig]; name != "" {
-			ns := os.Getenv("POD_NAMESPACE")
-			if ns == "" {
-				ns = "kube-system"
-			}
-			cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return nil, fmt.Errorf("dynamic config %s/%s of node %s: %w", ns, name, node, err)
-			}
-			if data, err = config.Merge(data, []byte(cm.Data["eni_conf"])); err != nil {
-				return nil, fmt.Errorf("dynamic config %s/%s: %w", ns, name, err)
-			}
-		}
-	}
-	cfg, err := config.Parse(data)
+	cfg, err := dynconfig.Load(ctx, kube, node, data, os.Getenv("POD_NAMESPACE"))
 	if err != nil {
 		return nil, err
 	}

@@ -38,6 +38,12 @@ func TestLoadConfigWithDynamicConfig(t *testing.T) {
 	if err != nil || plain.MaxPoolSize != 5 {
 		t.Fatalf("node without dynamic config: %v %v", plain, err)
 	}
+	// POD_NAMESPACE is where the ConfigMap is read.
+	t.Setenv("POD_NAMESPACE", "elsewhere")
+	if _, err := loadConfig(context.Background(), base, kube, "n1"); err == nil || !strings.Contains(err.Error(), "elsewhere/big-pool") {
+		t.Fatalf("dynamic config in POD_NAMESPACE elsewhere: %v", err)
+	}
+	t.Setenv("POD_NAMESPACE", "")
 	if _, err := loadConfig(context.Background(), filepath.Join(dir, "missing"), kube, "n2"); err == nil {
 		t.Fatal("missing config accepted")
 	}

@@ -14,7 +14,8 @@
 // Use [Parse] (or [ParseFile]); for Terway's dynamic per-node configuration
 // (node label terway-config=<name> → eni_conf of ConfigMap <name> merged over
 // the default) first combine the two documents with [Merge], an RFC 7396 JSON
-// Merge Patch. [Config.Capacity] and [Config.PoolSizes] turn the instance
+// Merge Patch — package daemon/dynconfig does both for a node, reading its
+// label and the ConfigMap. [Config.Capacity] and [Config.PoolSizes] turn the instance
 // type's limits and the pool keys into the numbers the pools use.
 //
 // # General rules

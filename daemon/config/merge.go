@@ -11,7 +11,8 @@ import (
 // Merge applies patch to base as an RFC 7396 JSON Merge Patch and returns the
 // merged document. This is Terway's dynamic per-node configuration: a node
 // labelled terway-config=<name> takes the eni_conf of ConfigMap <name> as
-// patch over the default eni_conf.
+// patch over the default eni_conf (package daemon/dynconfig reads the label
+// and the ConfigMap).
 //
 // Objects merge recursively; a null in patch deletes that key; anything else
 // (strings, numbers, booleans, arrays) replaces the value in base whole. A

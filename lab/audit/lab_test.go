@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/terway-sim/terway/daemon"
-	"github.com/terway-sim/terway/daemon/config"
+	"github.com/terway-sim/terway/daemon/dynconfig"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/internal/plugintest"
@@ -133,7 +133,7 @@ func (e *labEnv) startDaemon() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Parse(raw)
+	cfg, err := dynconfig.Load(ctxT(t), e.kube, nodeName, raw, dynconfig.DefaultNamespace)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 
 	"github.com/terway-sim/terway/daemon"
 	"github.com/terway-sim/terway/daemon/config"
+	"github.com/terway-sim/terway/daemon/dynconfig"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/internal/plugintest"
@@ -163,7 +164,10 @@ func (n *node) path(p ...string) string { return filepath.Join(append([]string{n
 func (n *node) socket() string          { return n.path("eni.socket") }
 
 // daemonConfig is the node's eni_conf: no AccessKey, so the daemon takes
-// the instance's RAM role from the metadata service in the fabric.
+// the instance's RAM role from the metadata service in the fabric. It
+// takes terwayd's path (daemon/dynconfig): a node labelled
+// terway-config=<name> in its API server has the eni_conf of ConfigMap
+// kube-system/<name> merged over it.
 func (n *node) daemonConfig(extra map[string]any) *config.Config {
 	bo := func(d string, steps int) map[string]any {
 		return map[string]any{"Duration": d, "Factor": 1.2, "Steps": steps}
@@ -187,7 +191,7 @@ func (n *node) daemonConfig(extra map[string]any) *config.Config {
 	if err != nil {
 		n.e.t.Fatal(err)
 	}
-	cfg, err := config.Parse(raw)
+	cfg, err := dynconfig.Load(ctxT(n.e.t), n.kube, n.name, raw, dynconfig.DefaultNamespace)
 	if err != nil {
 		n.e.t.Fatal(err)
 	}
