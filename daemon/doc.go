@@ -23,8 +23,10 @@
 //   - hostnet: host rules and routes of released pod addresses.
 //   - deviceplugin: the aliyun/eni kubelet device plugin.
 //   - cnicheck: CNI CHECK of running pods through libcni.
-//   - rpc: the gRPC API (Terway's TerwayBackend and TerwayTracing, plus
-//     Status and GarbageCollect for CNI STATUS and GC).
+//
+// The gRPC API it serves (Terway's TerwayBackend and TerwayTracing, plus
+// Status and GarbageCollect for CNI STATUS and GC) is the top-level
+// package rpc, which the plugin imports without importing the daemon.
 //
 // At start the daemon maps eni_conf and the instance's facts onto the
 // pools' configurations in one pure function (newPoolConfigs,
@@ -39,6 +41,16 @@
 // of a queue keyed by pod also write each pod's addresses into its
 // annotation k8s.aliyun.com/pod-ips after AllocIP has answered (never on
 // the reply path; retried; read back when the daemon restores).
+//
+// Lifetimes are owned, as with controller-runtime's Runnable: New
+// prepares, Serve(ctx) runs until ctx ends and returns only when every
+// goroutine the daemon started has stopped and the store and the node
+// lock are closed, so an embedder needs no goroutine of its own to close
+// it. Work that must not die with the request that started it — an
+// allocation the plugin gave up on, the pools' cloud calls — is detached
+// from the request but not from the daemon: it is cancelled when the
+// daemon stops, and Serve waits for it (a creation cancelled half-way
+// still rolls back what it made). Close stops a daemon that never served.
 //
 // Before it serves, the daemon restores what every pod holds (restore.go)
 // from the cloud and the store and from the node's truth, which survives
