@@ -55,8 +55,8 @@ type ENIPoolConfig struct {
 // plugin moves the ENI into the pod. Idle ENIs stay attached.
 type ENIPool struct {
 	cfg    ENIPoolConfig
-	node   *cloud.Node
-	vsw    *cloud.VSwitchPool
+	cloud  Cloud
+	vsw    VSwitches
 	clock  clock.WithTicker
 	log    *slog.Logger
 	events Events
@@ -100,7 +100,7 @@ func (c *ENIPoolConfig) owner() map[string]string {
 }
 
 // NewENIPool returns an empty pool; call Restore, then Run.
-func NewENIPool(cfg ENIPoolConfig, node *cloud.Node, vsw *cloud.VSwitchPool, c clock.WithTicker, log *slog.Logger, ev Events) (*ENIPool, error) {
+func NewENIPool(cfg ENIPoolConfig, cl Cloud, vsw VSwitches, c clock.WithTicker, log *slog.Logger, ev Events) (*ENIPool, error) {
 	if cfg.MaxENI < 1 {
 		return nil, fmt.Errorf("max ENIs %d must be at least 1", cfg.MaxENI)
 	}
@@ -130,7 +130,7 @@ func NewENIPool(cfg ENIPoolConfig, node *cloud.Node, vsw *cloud.VSwitchPool, c c
 	if ev == nil {
 		ev = nopEvents{}
 	}
-	return &ENIPool{cfg: cfg, node: node, vsw: vsw, clock: c, log: log, events: ev, kickc: make(chan struct{}, 1),
+	return &ENIPool{cfg: cfg, cloud: cl, vsw: vsw, clock: c, log: log, events: ev, kickc: make(chan struct{}, 1),
 		ops: newOps(), enis: map[string]*eniRes{}, owners: map[string]*eniRes{}, lastChange: c.Now()}, nil
 }
 
@@ -424,7 +424,7 @@ func (p *ENIPool) create(ctx context.Context, key string) {
 		if p.cfg.DualStack {
 			req.IPv6 = 1
 		}
-		r, err = p.node.AllocateENI(ctx, req)
+		r, err = p.cloud.AllocateENI(ctx, req)
 		if cloud.IsExhausted(err) {
 			p.vsw.Block(v.ID)
 		}
@@ -456,7 +456,7 @@ func (p *ENIPool) create(ctx context.Context, key string) {
 func (p *ENIPool) releaseENILocked(r *eniRes) {
 	r.releasing = true
 	p.ops.start(func(ctx context.Context) {
-		err := p.node.ReleaseENI(ctx, r.ip.ENIID)
+		err := p.cloud.ReleaseENI(ctx, r.ip.ENIID)
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if err != nil {
@@ -485,7 +485,7 @@ func (p *ENIPool) slotsChangedLocked() {
 // ENIs of holdings in use.
 func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreReport, error) {
 	var rep RestoreReport
-	attached, err := p.node.API.DescribeENIs(ctx, cloud.ENIFilter{InstanceID: p.node.Instance.ID})
+	attached, err := p.cloud.DescribeENIs(ctx, cloud.ENIFilter{InstanceID: p.cloud.InstanceID()})
 	if err != nil {
 		return rep, fmt.Errorf("restore: %w", err)
 	}
@@ -501,16 +501,16 @@ func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 		}
 		switch e.Status {
 		case cloud.StatusAttaching:
-			if _, err := p.node.API.WaitENIStatus(ctx, e.ID, cloud.StatusInUse); err != nil {
+			if _, err := p.cloud.WaitENIStatus(ctx, e.ID, cloud.StatusInUse); err != nil {
 				return rep, fmt.Errorf("restore: %w", err)
 			}
 		case cloud.StatusDetaching:
-			if err := p.node.ReleaseENI(ctx, e.ID); err != nil {
+			if err := p.cloud.ReleaseENI(ctx, e.ID); err != nil {
 				return rep, fmt.Errorf("restore: finish releasing %s: %w", e.ID, err)
 			}
 			continue
 		}
-		m, err := p.node.WaitMetadata(ctx, e.MAC, []netip.Addr{e.PrimaryIP}, e.IPv6)
+		m, err := p.cloud.WaitMetadata(ctx, e.MAC, []netip.Addr{e.PrimaryIP}, e.IPv6)
 		if err != nil {
 			return rep, fmt.Errorf("restore: ENI %s: %w", e.ID, err)
 		}
@@ -521,7 +521,7 @@ func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 		rep.Addresses++
 	}
 	if len(p.cfg.owner()) > 0 {
-		orphans, err := p.node.API.DescribeENIs(ctx, cloud.ENIFilter{Tags: p.cfg.owner(), Status: cloud.StatusAvailable})
+		orphans, err := p.cloud.DescribeENIs(ctx, cloud.ENIFilter{Tags: p.cfg.owner(), Status: cloud.StatusAvailable})
 		if err != nil {
 			return rep, fmt.Errorf("sweep orphan ENIs: %w", err)
 		}
@@ -531,7 +531,7 @@ func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 			if e.Type != "Secondary" || !cloud.HasTags(e.Tags, p.cfg.owner()) {
 				continue
 			}
-			if err := p.node.API.DeleteENI(ctx, e.ID); err != nil {
+			if err := p.cloud.DeleteENI(ctx, e.ID); err != nil {
 				return rep, fmt.Errorf("sweep orphan ENI %s: %w", e.ID, err)
 			}
 			rep.Swept = append(rep.Swept, e.ID)

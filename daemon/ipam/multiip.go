@@ -196,8 +196,8 @@ type Events interface {
 // cloud operation in flight, so calls never conflict with each other.
 type MultiIP struct {
 	cfg    MultiIPConfig
-	node   *cloud.Node
-	vsw    *cloud.VSwitchPool
+	cloud  Cloud
+	vsw    VSwitches
 	clock  clock.WithTicker
 	log    *slog.Logger
 	events Events
@@ -277,7 +277,7 @@ type result struct {
 }
 
 // NewMultiIP returns an empty pool; call Restore, then Run.
-func NewMultiIP(cfg MultiIPConfig, node *cloud.Node, vsw *cloud.VSwitchPool, c clock.WithTicker, log *slog.Logger, ev Events) (*MultiIP, error) {
+func NewMultiIP(cfg MultiIPConfig, cl Cloud, vsw VSwitches, c clock.WithTicker, log *slog.Logger, ev Events) (*MultiIP, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
@@ -290,7 +290,7 @@ func NewMultiIP(cfg MultiIPConfig, node *cloud.Node, vsw *cloud.VSwitchPool, c c
 	if ev == nil {
 		ev = nopEvents{}
 	}
-	return &MultiIP{cfg: cfg, node: node, vsw: vsw, clock: c, log: log, events: ev,
+	return &MultiIP{cfg: cfg, cloud: cl, vsw: vsw, clock: c, log: log, events: ev,
 		kickc: make(chan struct{}, 1), ops: newOps(), enis: map[string]*eniSlot{}, owners: map[string]*ipSlot{},
 		orphanSeen: map[netip.Addr]int{}, lastChange: c.Now()}, nil
 }
