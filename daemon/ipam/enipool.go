@@ -273,7 +273,7 @@ func (p *ENIPool) Starved() bool {
 func (p *ENIPool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := Stats{ENIs: len(p.enis), Total: len(p.enis), Inflight: p.creating, Waiting: len(p.waiters)}
+	st := Stats{ENIs: len(p.enis), Total: len(p.enis), Inflight: p.creating, Waiting: len(p.waiters), Starved: p.starved}
 	now := p.clock.Now()
 	for _, r := range p.enis {
 		switch {

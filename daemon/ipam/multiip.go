@@ -481,13 +481,16 @@ func (p *MultiIP) Starved() bool {
 // Stats are the pool's counts.
 type Stats struct {
 	ENIs, Total, Idle, InUse, Reserved, Inflight, Waiting int
+	// Starved: the pool's last growth failed because the cloud had no
+	// addresses (see Starved).
+	Starved bool
 }
 
 // Stats returns the current counts.
 func (p *MultiIP) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := Stats{ENIs: len(p.enis), Inflight: p.inflight, Waiting: len(p.waiters)}
+	st := Stats{ENIs: len(p.enis), Inflight: p.inflight, Waiting: len(p.waiters), Starved: p.starved}
 	now := p.clock.Now()
 	for _, e := range p.enis {
 		for _, s := range e.ips {
