@@ -65,7 +65,7 @@ type ENIPool struct {
 
 	mu       sync.Mutex
 	enis     map[string]*eniRes
-	owners   map[string]*eniRes
+	owners   holdings[*eniRes]
 	waiters  []*waiter
 	creating int
 	pause    time.Time
@@ -84,11 +84,9 @@ type ENIPool struct {
 }
 
 type eniRes struct {
-	ip            IP
-	owner         string
-	inUse         bool
-	reservedUntil time.Time
-	releasing     bool
+	ip IP
+	claim
+	releasing bool
 }
 
 // owner is Owner, or Tags without it.
@@ -131,7 +129,7 @@ func NewENIPool(cfg ENIPoolConfig, cl Cloud, vsw VSwitches, c clock.WithTicker, 
 		ev = nopEvents{}
 	}
 	return &ENIPool{cfg: cfg, cloud: cl, vsw: vsw, clock: c, log: log, events: ev, kickc: make(chan struct{}, 1),
-		ops: newOps(), enis: map[string]*eniRes{}, owners: map[string]*eniRes{}, lastChange: c.Now()}, nil
+		ops: newOps(), enis: map[string]*eniRes{}, owners: holdings[*eniRes]{}, lastChange: c.Now()}, nil
 }
 
 func ipFromMeta(m cloud.ENIMeta, v6 []netip.Addr) IP {
@@ -146,8 +144,8 @@ func ipFromMeta(m cloud.ENIMeta, v6 []netip.Addr) IP {
 // for it, an idle one, or a new one.
 func (p *ENIPool) Allocate(ctx context.Context, owner string) (IP, error) {
 	p.mu.Lock()
-	if r := p.owners[owner]; r != nil && !r.releasing {
-		r.inUse, r.reservedUntil = true, time.Time{}
+	if r, ok := p.owners[owner]; ok && !r.releasing {
+		p.owners.take(r, owner)
 		p.mu.Unlock()
 		return r.ip, nil
 	}
@@ -182,25 +180,22 @@ func (p *ENIPool) takeIdleLocked(owner string) *eniRes {
 	now := p.clock.Now()
 	var best *eniRes
 	for _, r := range p.sortedLocked() {
-		if r.inUse || r.releasing || (r.owner != "" && r.owner != owner && now.Before(r.reservedUntil)) {
+		if r.releasing {
 			continue
 		}
-		if r.owner == owner {
+		ok, own := r.availableTo(owner, now, 0)
+		if own {
 			best = r
 			break
 		}
-		if best == nil {
+		if ok && best == nil {
 			best = r
 		}
 	}
 	if best == nil {
 		return nil
 	}
-	if best.owner != "" && best.owner != owner {
-		delete(p.owners, best.owner)
-	}
-	best.inUse, best.owner, best.reservedUntil = true, owner, time.Time{}
-	p.owners[owner] = best
+	p.owners.take(best, owner)
 	p.lastChange = now
 	return best
 }
@@ -224,18 +219,12 @@ func (p *ENIPool) Release(owner string, stickyUntil time.Time) {
 }
 
 func (p *ENIPool) releaseLocked(owner string, stickyUntil time.Time) {
-	r := p.owners[owner]
-	if r == nil || r.releasing {
+	r, ok := p.owners[owner]
+	if !ok || r.releasing {
 		return
 	}
 	now := p.clock.Now()
-	r.inUse = false
-	if stickyUntil.After(now) {
-		r.reservedUntil = stickyUntil
-	} else {
-		r.owner, r.reservedUntil = "", time.Time{}
-		delete(p.owners, owner)
-	}
+	p.owners.release(owner, stickyUntil, now)
 	p.lastChange = now
 }
 
@@ -243,8 +232,8 @@ func (p *ENIPool) releaseLocked(owner string, stickyUntil time.Time) {
 func (p *ENIPool) Holds(owner string) (IP, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	r := p.owners[owner]
-	if r == nil {
+	r, ok := p.owners[owner]
+	if !ok {
 		return IP{}, false
 	}
 	return r.ip, true
@@ -254,12 +243,7 @@ func (p *ENIPool) Holds(owner string) (IP, bool) {
 func (p *ENIPool) Owners() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]string, 0, len(p.owners))
-	for o := range p.owners {
-		out = append(out, o)
-	}
-	sort.Strings(out)
-	return out
+	return p.owners.owners()
 }
 
 // Starved reports whether the last creation failed for lack of addresses.
@@ -551,13 +535,7 @@ func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 			}
 			continue
 		}
-		r.owner = h.Owner
-		p.owners[h.Owner] = r
-		if h.ReservedUntil.After(now) {
-			r.reservedUntil = h.ReservedUntil
-		} else {
-			r.inUse = true
-		}
+		p.owners.restore(r, h.Owner, h.ReservedUntil, now)
 	}
 	return rep, nil
 }

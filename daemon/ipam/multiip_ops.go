@@ -83,7 +83,7 @@ func (p *MultiIP) assign(ctx context.Context, e *eniSlot, k int, key4, key6 stri
 		p.failures, p.starved = 0, false
 	}
 	for i, a := range v4 {
-		s := &ipSlot{eni: e, v4: a, state: ipIdle}
+		s := &ipSlot{eni: e, v4: a}
 		if p.cfg.DualStack && i < len(v6) {
 			s.v6 = v6[i]
 		}
@@ -190,7 +190,7 @@ func (p *MultiIP) addENILocked(m cloud.ENIMeta, v6 []netip.Addr) *eniSlot {
 	e := &eniSlot{ENIMeta: m}
 	p.enis[m.ID] = e
 	for i, a := range m.IPv4 {
-		s := &ipSlot{eni: e, v4: a, state: ipIdle}
+		s := &ipSlot{eni: e, v4: a}
 		if p.cfg.DualStack && i < len(v6) {
 			s.v6 = v6[i]
 		}
@@ -374,7 +374,7 @@ func (p *MultiIP) shrinkLocked(now time.Time, idle int) {
 			if len(drop) == min(excess, maxPerCall) {
 				break
 			}
-			if s.state == ipIdle && s.owner == "" && s.v4 != e.PrimaryIP {
+			if s.idle() && s.owner == "" && s.v4 != e.PrimaryIP {
 				drop = append(drop, s)
 			}
 		}
@@ -390,7 +390,7 @@ func (p *MultiIP) shrinkLocked(now time.Time, idle int) {
 func inUse(e *eniSlot, now time.Time) int {
 	n := 0
 	for _, s := range e.ips {
-		if s.state == ipInUse || (s.owner != "" && now.Before(s.reservedUntil)) {
+		if s.inUse || s.reserved(now) {
 			n++
 		}
 	}
@@ -412,10 +412,8 @@ func (p *MultiIP) slotsChangedLocked() {
 func (p *MultiIP) releaseENILocked(e *eniSlot) {
 	e.deleting, e.busy = true, true
 	for _, s := range e.ips {
-		s.state = ipReleasing
-		if s.owner != "" {
-			delete(p.owners, s.owner)
-		}
+		s.inUse, s.releasing = false, true
+		p.owners.forget(s)
 	}
 	p.ops.start(func(ctx context.Context) {
 		err := p.cloud.ReleaseENI(ctx, e.ID)
@@ -456,7 +454,7 @@ func (p *MultiIP) unassignLocked(e *eniSlot, drop []*ipSlot) {
 	e.busy = true
 	var v4, v6 []netip.Addr
 	for _, s := range drop {
-		s.state = ipReleasing
+		s.releasing = true
 		v4 = append(v4, s.v4)
 		if s.v6.IsValid() {
 			v6 = append(v6, s.v6)
@@ -489,7 +487,7 @@ func (p *MultiIP) unassignLocked(e *eniSlot, drop []*ipSlot) {
 				// Still assigned, or unknown (the confirmation failed too):
 				// back to idle; the ENI waits out the failure backoff and
 				// the sync drops what vanished from metadata.
-				s.state = ipIdle
+				s.releasing = false
 			}
 			e.inhibit = p.clock.Now().Add(p.failureBackoffLocked())
 			p.events.Warn("DisposeResourceFailed", fmt.Sprintf("unassign %v from %s: %v", v4, e.ID, err))

@@ -103,13 +103,7 @@ func (p *MultiIP) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 			}
 			continue
 		}
-		s.owner = h.Owner
-		p.owners[h.Owner] = s
-		if h.ReservedUntil.After(now) {
-			s.state, s.reservedUntil = ipIdle, h.ReservedUntil
-		} else {
-			s.state = ipInUse
-		}
+		p.owners.restore(s, h.Owner, h.ReservedUntil, now)
 	}
 	p.lastChange = now
 	return rep, nil
@@ -262,12 +256,10 @@ func (p *MultiIP) sync(ctx context.Context) {
 
 func (p *MultiIP) dropENILocked(e *eniSlot) {
 	for _, s := range e.ips {
-		if s.state == ipInUse {
+		if s.inUse {
 			p.events.Warn("ResourceInvalid", fmt.Sprintf("ENI %s of %s vanished from metadata while %s used %s", e.ID, e.MAC, s.owner, s.v4))
 		}
-		if s.owner != "" {
-			delete(p.owners, s.owner)
-		}
+		p.owners.forget(s)
 	}
 	delete(p.enis, e.ID)
 }
@@ -289,16 +281,14 @@ func (p *MultiIP) reconcileENI(ctx context.Context, e *eniSlot, meta []netip.Add
 		}
 	}
 	e.ips = slices.DeleteFunc(e.ips, func(s *ipSlot) bool {
-		if slices.Contains(meta, s.v4) || s.state == ipReleasing {
+		if slices.Contains(meta, s.v4) || s.releasing {
 			return false
 		}
-		if s.state == ipInUse {
+		if s.inUse {
 			p.events.Warn("ResourceInvalid", fmt.Sprintf("Mark as invalid, ip: %s (held by %s) vanished from %s", s.v4, s.owner, e.ID))
 			return false
 		}
-		if s.owner != "" {
-			delete(p.owners, s.owner)
-		}
+		p.owners.forget(s)
 		return true
 	})
 	p.mu.Unlock()
@@ -315,7 +305,7 @@ func (p *MultiIP) reconcileENI(ctx context.Context, e *eniSlot, meta []netip.Add
 	defer p.mu.Unlock()
 	for _, a := range unknown {
 		if (slices.Contains(ce.IPv4, a) || ce.PrimaryIP == a) && p.findLocked(e.ID, a) == nil {
-			e.ips = append(e.ips, &ipSlot{eni: e, v4: a, state: ipIdle})
+			e.ips = append(e.ips, &ipSlot{eni: e, v4: a})
 			delete(p.orphanSeen, a)
 			p.events.Warn("ResourceInvalid", fmt.Sprintf("orphan ip found on ecs metadata: %s on %s, adopted as idle", a, e.ID))
 		}
