@@ -90,7 +90,7 @@ func benchWarmAllocRelease(b *testing.B, patchPodIPs bool) {
 			b.Fatal(err)
 		}
 	}
-	eventually(b, "a settled pool", func() bool { st := d.mgr.stats(); return st.Idle >= 5 && st.Inflight == 0 })
+	eventually(b, "a settled pool", func() bool { st := d.pool.Stats(); return st.Idle >= 5 && st.Inflight == 0 })
 	ctx := context.Background()
 	var pairs, allocs, releases []time.Duration
 	base := mutatingCalls(l)
@@ -239,14 +239,14 @@ func BenchmarkChurn(b *testing.B) {
 			stopPods(n)
 			started += n
 			time.Sleep(50 * time.Millisecond)
-			idleSum += d.mgr.stats().Idle
+			idleSum += d.pool.Stats().Idle
 			samples++
 		}
 		b.StopTimer()
 		mut := mutatingCalls(l) - base
 		// A quiet spell: idle reclaim gives the warm addresses back.
 		time.Sleep(1500 * time.Millisecond)
-		b.ReportMetric(float64(d.mgr.stats().Idle), "idle-ips-after-quiet")
+		b.ReportMetric(float64(d.pool.Stats().Idle), "idle-ips-after-quiet")
 		b.ReportMetric(float64(mut)/float64(started), "mutating-calls/pod")
 		b.ReportMetric(float64(idleSum)/float64(samples), "avg-idle-ips")
 		b.ReportMetric(float64(started), "pods-started")

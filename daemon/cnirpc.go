@@ -15,11 +15,11 @@ import (
 // idle and the pool cannot grow (a dry vSwitch, or every address the
 // instance type allows is taken).
 func (d *Daemon) exhausted() bool {
-	st := d.mgr.stats()
+	st := d.pool.Stats()
 	if st.Idle > 0 {
 		return false
 	}
-	return d.mgr.starved() || st.InUse+st.Reserved >= d.capacity
+	return st.Starved || st.InUse+st.Reserved >= d.capacity
 }
 
 // Status answers CNI STATUS. A daemon that serves is initialised, so it
@@ -31,7 +31,7 @@ func (b *backend) Status(ctx context.Context, _ *rpc.StatusRequest) (*rpc.Status
 	if !d.initialised.Load() {
 		return &rpc.StatusReply{Ready: false, Reason: d.initialising()}, nil
 	}
-	st := d.mgr.stats()
+	st := d.pool.Stats()
 	r := &rpc.StatusReply{Ready: true, Capacity: int32(d.capacity), InUse: int32(st.InUse), Idle: int32(st.Idle),
 		Exhausted: d.exhausted()}
 	if r.Exhausted && d.cfg.NotReadyOnIPExhaustion {

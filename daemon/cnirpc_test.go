@@ -85,7 +85,7 @@ func TestGarbageCollectReleasesWhatTheRuntimeForgot(t *testing.T) {
 		t.Fatalf("released %v, want gc/p1 gc/p2", r.Released)
 	}
 	for i, want := range []bool{true, false, false, true} {
-		if _, ok := d.mgr.holds(fmt.Sprintf("gc/p%d", i)); ok != want {
+		if _, ok := d.holds(fmt.Sprintf("gc/p%d", i)); ok != want {
 			t.Fatalf("p%d held=%v after GC, want %v", i, ok, want)
 		}
 	}

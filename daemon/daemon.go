@@ -25,6 +25,7 @@ import (
 	"github.com/terway-sim/terway/daemon/config"
 	"github.com/terway-sim/terway/daemon/deviceplugin"
 	"github.com/terway-sim/terway/daemon/hostnet"
+	"github.com/terway-sim/terway/daemon/ipam"
 	"github.com/terway-sim/terway/daemon/k8s"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/daemon/store"
@@ -89,7 +90,7 @@ type Daemon struct {
 	lock    *fileLock
 	node    *cloud.Node
 	limits  cloud.Limits
-	mgr     manager
+	pool    ipam.Pool
 	metrics *metrics
 
 	capacity int
@@ -344,7 +345,7 @@ func (d *Daemon) initPool(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if d.mgr, d.capacity, err = d.newManager(ctx, capa, pc, vp); err != nil {
+	if d.pool, d.capacity, err = d.newPool(ctx, capa, pc, vp); err != nil {
 		return err
 	}
 	if d.opts.DevicePluginDir != "" && d.mode != mode.ENIMultiIP && !d.cfg.DisableDevicePlugin {
@@ -392,7 +393,7 @@ func (d *Daemon) startChildren() error {
 		d.wg.Add(1)
 		go func() { defer d.wg.Done(); f(d.life) }()
 	}
-	run(d.mgr.run)
+	run(d.pool.Run)
 	run(d.checkLoop)
 	if d.devices != nil {
 		run(func(ctx context.Context) {
@@ -434,8 +435,8 @@ func (d *Daemon) shutdown() error {
 		d.grpc.GracefulStop() // the handlers return, their calls cancelled
 	}
 	d.wg.Wait()
-	if d.mgr != nil {
-		d.mgr.close() // a pool whose Run never ran (New failed)
+	if d.pool != nil {
+		d.pool.Close() // a pool whose Run never ran (New failed)
 	}
 	return d.closeResources()
 }

@@ -214,7 +214,7 @@ func TestAllocReleaseLifecycle(t *testing.T) {
 	if _, err := c.ReleaseIP(ctxT(t), &rpc.ReleaseIPRequest{K8SPodNamespace: "default", K8SPodName: "web", K8SPodInfraContainerId: "old"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := d.mgr.holds("default/web"); !ok {
+	if _, ok := d.holds("default/web"); !ok {
 		t.Fatal("a stale DEL released the address")
 	}
 	rel, err := c.ReleaseIP(ctxT(t), &rpc.ReleaseIPRequest{K8SPodNamespace: "default", K8SPodName: "web", K8SPodInfraContainerId: "c1"})
@@ -224,7 +224,7 @@ func TestAllocReleaseLifecycle(t *testing.T) {
 	if _, err := d.store.Get("default", "web"); err == nil {
 		t.Fatal("record kept after release")
 	}
-	if _, ok := d.mgr.holds("default/web"); ok {
+	if _, ok := d.holds("default/web"); ok {
 		t.Fatal("pool still holds the address")
 	}
 	if _, err := c.ReleaseIP(ctxT(t), &rpc.ReleaseIPRequest{K8SPodNamespace: "default", K8SPodName: "web", K8SPodInfraContainerId: "c1"}); err != nil {
@@ -301,7 +301,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 	d2, c2, _ := l.daemon(nil)
 	for i := 3; i < 12; i++ {
 		key := fmt.Sprintf("ns/p%d", i)
-		held, ok := d2.mgr.holds(key)
+		held, ok := d2.holds(key)
 		if !ok || held.ip.IPv4.String() != before[key] {
 			t.Fatalf("%s lost its address across the restart", key)
 		}
@@ -310,7 +310,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
-		if _, ok := d2.mgr.holds(fmt.Sprintf("ns/p%d", i)); ok {
+		if _, ok := d2.holds(fmt.Sprintf("ns/p%d", i)); ok {
 			t.Fatalf("GC kept the address of deleted pod p%d", i)
 		}
 	}

@@ -11,8 +11,9 @@
 //     backoff, ClientTokens persisted before mutating calls, degradation
 //     switches), the metadata service, credentials, the ENI lifecycle and
 //     vSwitch choice.
-//   - ipam: the pools — MultiIP (ENIMultiIP), ENIPool (ENIOnly and
-//     exclusive ENIs in VPC mode), PodCIDR (VPC mode).
+//   - ipam: the pools behind one Pool interface the daemon calls — MultiIP
+//     (ENIMultiIP), ENIPool (ENIOnly), VPC (PodCIDR plus an ENIPool for
+//     exclusive ENIs) — over a narrow Cloud interface (*cloud.Node).
 //   - store: the bbolt store of attachments, pods and call intents.
 //   - k8s: the node's pods (an informer), events, node annotation and
 //     condition.

@@ -42,7 +42,7 @@ func (d *Daemon) GC(ctx context.Context) error {
 	}
 	// Owners first: an address handed out after this snapshot is not
 	// considered, and RPCs in progress are skipped below.
-	owners := d.mgr.owners()
+	owners := d.pool.Owners()
 	atts, err := d.store.List()
 	if err != nil {
 		return err
@@ -79,7 +79,7 @@ func (d *Daemon) GC(ctx context.Context) error {
 			if ip, err := netip.ParseAddr(strings.TrimPrefix(owner, heldPrefix)); err == nil && !held[ip] {
 				d.log.Info("gc: releasing an address no source shows as held any more", "ip", ip)
 				d.cleanHost(store.Attachment{PodName: owner, Resources: []store.Resource{{IPv4: ip.String()}}})
-				d.mgr.release(owner, time.Time{})
+				d.pool.Release(owner, time.Time{})
 			}
 			continue
 		}
@@ -87,7 +87,7 @@ func (d *Daemon) GC(ctx context.Context) error {
 			d.releaseUnexplained(ctx, owner)
 		}
 	}
-	if err := d.mgr.sweep(ctx); err != nil {
+	if err := d.sweep(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -108,7 +108,7 @@ func (d *Daemon) releaseUnexplained(ctx context.Context, owner string) {
 		return
 	}
 	d.log.Warn("releasing an address no record explains", "owner", owner)
-	d.mgr.release(owner, time.Time{})
+	d.pool.Release(owner, time.Time{})
 }
 
 // gcAttachment releases the record a of a pod that is gone, with the
@@ -164,8 +164,8 @@ func heldElsewhere(a store.Attachment, held map[netip.Addr]bool) (netip.Addr, bo
 // source shows it any more; its host routes are left alone, since they
 // may be a running pod's.
 func (d *Daemon) keepHeld(a store.Attachment, ip netip.Addr) error {
-	if !d.mgr.reassign(a.Key(), heldOwner(ip)) {
-		if _, ok := d.mgr.holds(heldOwner(ip)); !ok {
+	if !d.pool.Reassign(a.Key(), heldOwner(ip)) {
+		if _, ok := d.holds(heldOwner(ip)); !ok {
 			return fmt.Errorf("gc: keep %s of %s held: the pool does not hold it for %s", ip, a.Key(), a.Key())
 		}
 	}
@@ -219,9 +219,9 @@ func (d *Daemon) publishLoop(ctx context.Context) {
 // pool cannot grow (a dry vSwitch), True otherwise. It is a condition, not
 // NotReady: a whole vSwitch running dry must not evict its pods.
 func (d *Daemon) updateSufficientIP(ctx context.Context) {
-	st := d.mgr.stats()
+	st := d.pool.Stats()
 	status, reason, msg := corev1.ConditionTrue, "SufficientIP", "the node can allocate pod addresses"
-	if d.mgr.starved() {
+	if st.Starved {
 		status, reason, msg = corev1.ConditionFalse, "InsufficientIP", "the cloud cannot give this node more addresses now"
 	} else if st.Idle == 0 && st.InUse >= d.capacity {
 		status, reason, msg = corev1.ConditionFalse, "NoCapacity", "all addresses the instance type allows are in use"

@@ -39,7 +39,7 @@ func ownedByLabDaemon(e fakecloud.ENIView) bool {
 // pool does not know ("<id> <status>").
 func unknownENIs(l *lab, d *Daemon) []string {
 	known := map[string]bool{}
-	for _, a := range d.mgr.addresses() {
+	for _, a := range d.pool.Addresses() {
 		known[a.IP.ENIID] = true
 	}
 	var out []string
@@ -137,7 +137,7 @@ func TestLostAttachAnswerLeaksNoENI(t *testing.T) {
 			// clear the faults.
 			eventually(t, "the faulted creations to end", func() bool {
 				return l.cloud.CallCount(fakecloud.CallFilter{Action: "CreateNetworkInterface", Outcome: fakecloud.OutcomeSuccess}) >= int64(min(tc.burst, 2)) &&
-					d.mgr.stats().Inflight == 0 && l.cloud.CallCount(fakecloud.CallFilter{Action: "DetachNetworkInterface"}) > 0
+					d.pool.Stats().Inflight == 0 && l.cloud.CallCount(fakecloud.CallFilter{Action: "DetachNetworkInterface"}) > 0
 			})
 			var during []string
 			for _, e := range l.cloud.ENIs() {
@@ -281,7 +281,7 @@ func TestForeignENIsSurviveSync(t *testing.T) {
 		}
 		time.Sleep(300 * time.Millisecond)
 		known := map[string]bool{}
-		for _, a := range d.mgr.addresses() {
+		for _, a := range d.pool.Addresses() {
 			known[a.IP.ENIID] = true
 		}
 		views := map[string]fakecloud.ENIView{}

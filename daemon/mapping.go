@@ -26,7 +26,7 @@ type mappingView struct {
 }
 
 func (d *Daemon) readMappingView(ctx context.Context) (*mappingView, error) {
-	v := &mappingView{addrs: d.mgr.addresses(), remote: map[netip.Addr]string{}, pods: map[string]k8s.Pod{}}
+	v := &mappingView{addrs: d.pool.Addresses(), remote: map[netip.Addr]string{}, pods: map[string]k8s.Pod{}}
 	var err error
 	if v.atts, err = d.store.List(); err != nil {
 		return nil, err
@@ -134,7 +134,7 @@ func (d *Daemon) podMappings(v *mappingView) []*rpc.PodResourceMapping {
 		if len(a.Resources) > 0 {
 			m.ResourceName = a.Resources[0].ID
 		}
-		g, ok := d.mgr.holds(key)
+		g, ok := d.holds(key)
 		if ok {
 			m.FactoryResourceName = g.resourceID()
 		}

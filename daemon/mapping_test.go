@@ -205,14 +205,14 @@ func TestMappingAndHostCleanup(t *testing.T) {
 			leftover = true
 		}
 	}
-	if idle != d.mgr.stats().Idle || !leftover {
-		t.Fatalf("idle entries %d (pool %d), host leftover reported %v: %v", idle, d.mgr.stats().Idle, leftover, m)
+	if idle != d.pool.Stats().Idle || !leftover {
+		t.Fatalf("idle entries %d (pool %d), host leftover reported %v: %v", idle, d.pool.Stats().Idle, leftover, m)
 	}
 	// b goes without a DEL (its sandbox's veth goes, its rules stay); c's
 	// address vanishes from its ENI behind the daemon's back.
 	l.deletePod("m", "b")
 	host.removeLink(veths["b"])
-	held, _ := d.mgr.holds("m/c")
+	held, _ := d.holds("m/c")
 	if err := d.node.API.UnassignIPv4(ctxT(t), held.ip.ENIID, []netip.Addr{held.ip.IPv4}); err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestPeriodicCheck(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(markers, "c-down"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	held, _ := d.mgr.holds("chk/lost")
+	held, _ := d.holds("chk/lost")
 	if err := d.node.API.UnassignIPv4(ctxT(t), held.ip.ENIID, []netip.Addr{held.ip.IPv4}); err != nil {
 		t.Fatal(err)
 	}

@@ -115,8 +115,8 @@ func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.d.mgr.stats()
-	kind, capa := c.d.mgr.kind(), strconv.Itoa(c.d.capacity)
+	st := c.d.pool.Stats()
+	kind, capa := modes[c.d.mode].metric, strconv.Itoa(c.d.capacity)
 	ch <- prometheus.MustNewConstMetric(c.total, prometheus.GaugeValue, float64(st.Total), kind, capa)
 	ch <- prometheus.MustNewConstMetric(c.idle, prometheus.GaugeValue, float64(st.Idle), kind, capa)
 	ch <- prometheus.MustNewConstMetric(c.inUse, prometheus.GaugeValue, float64(st.InUse+st.Reserved), kind, capa)

@@ -64,7 +64,7 @@ func TestENIOnlyMode(t *testing.T) {
 	if _, err := alloc(t, c, "eo", "d", "c-d"); err != nil {
 		t.Fatalf("after a release: %v", err)
 	}
-	if st := d.mgr.stats(); st.InUse != 3 {
+	if st := d.pool.Stats(); st.InUse != 3 {
 		t.Fatalf("stats %+v", st)
 	}
 	// A pod arriving while the last free slot's ENI is still being

@@ -52,12 +52,12 @@ func TestPoolWarmUpShrinkAndIdleReclaim(t *testing.T) {
 				l.pod("w", fmt.Sprintf("p%d", i), nil)
 			}
 			d, c, _ := l.daemon(nil)
-			agrees := func() bool { return len(l.cloudView()) == d.mgr.stats().Total }
+			agrees := func() bool { return len(l.cloudView()) == d.pool.Stats().Total }
 			eventually(t, "warm-up to 3 idle", func() bool {
-				st := d.mgr.stats()
+				st := d.pool.Stats()
 				return st.Idle >= 3 && agrees()
 			})
-			if st := d.mgr.stats(); st.InUse != 0 || st.Idle > 6 {
+			if st := d.pool.Stats(); st.InUse != 0 || st.Idle > 6 {
 				t.Fatalf("after warm-up: %+v", st)
 			}
 			for i := 0; i < 14; i++ {
@@ -65,7 +65,7 @@ func TestPoolWarmUpShrinkAndIdleReclaim(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if st := d.mgr.stats(); st.InUse != 14 {
+			if st := d.pool.Stats(); st.InUse != 14 {
 				t.Fatalf("after 14 pods: %+v", st)
 			}
 			for i := 0; i < 14; i++ {
@@ -79,12 +79,12 @@ func TestPoolWarmUpShrinkAndIdleReclaim(t *testing.T) {
 				want = 3
 			}
 			eventually(t, fmt.Sprintf("shrink to %d idle", want), func() bool {
-				st := d.mgr.stats()
+				st := d.pool.Stats()
 				return st.InUse == 0 && st.Idle == want && agrees()
 			})
 			// And it stays there: no flapping below min or above max.
 			time.Sleep(600 * time.Millisecond)
-			if st := d.mgr.stats(); st.Idle != want || !agrees() {
+			if st := d.pool.Stats(); st.Idle != want || !agrees() {
 				t.Fatalf("pool moved after settling: %+v, cloud %d", st, len(l.cloudView()))
 			}
 		})
@@ -175,7 +175,7 @@ func TestTerwayDBRefusedThenImported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, _ := d.mgr.holds("default/old")
+	held, _ := d.holds("default/old")
 	stop()
 	// Rewrite the store as Terway would have written it.
 	path := l.daemonConfig().StorePath
@@ -212,7 +212,7 @@ func TestTerwayDBRefusedThenImported(t *testing.T) {
 		t.Fatal("a refused Terway DB was modified")
 	}
 	d2, c2, _ := l.daemon(func(o *Options) { o.ImportTerwayDB = true })
-	if h, ok := d2.mgr.holds("default/old"); !ok || h.ip.IPv4.String() != podIP(r) {
+	if h, ok := d2.holds("default/old"); !ok || h.ip.IPv4.String() != podIP(r) {
 		t.Fatalf("imported pod holds %v (%v), want %s", h.ip.IPv4, ok, podIP(r))
 	}
 	if a, err := d2.store.Get("default", "old"); err != nil || a.ContainerID != "c-old" || a.IPType != store.IPTypeENIMultiIP {
@@ -229,7 +229,7 @@ func TestTerwayDBRefusedThenImported(t *testing.T) {
 	if err := d2.GC(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := d2.mgr.holds("default/old"); !ok {
+	if _, ok := d2.holds("default/old"); !ok {
 		t.Fatal("GC released the imported pod's address")
 	}
 }

@@ -33,7 +33,7 @@ type poolFacts struct {
 }
 
 // poolConfigs are the typed configurations of the daemon's pools; the
-// daemon's mode picks which it builds (Daemon.newManager).
+// daemon's mode picks which it builds (Daemon.newPool).
 type poolConfigs struct {
 	// MultiIP is the shared-ENI pool of ENIMultiIP mode; its Capacity is
 	// the node's pod capacity in that mode.
@@ -120,22 +120,22 @@ func (d *Daemon) poolFacts(ctx context.Context, capa config.ENICapacity) (poolFa
 	return f, nil
 }
 
-// newManager builds the pools of the daemon's mode from pc and returns
-// its manager and the node's pod capacity in that mode.
-func (d *Daemon) newManager(ctx context.Context, capa config.ENICapacity, pc poolConfigs, vp *cloud.VSwitchPool) (manager, int, error) {
+// newPool builds the pool of the daemon's mode from pc and returns it
+// with the node's pod capacity in that mode.
+func (d *Daemon) newPool(ctx context.Context, capa config.ENICapacity, pc poolConfigs, vp *cloud.VSwitchPool) (ipam.Pool, int, error) {
 	switch d.mode {
 	case mode.ENIMultiIP:
 		pool, err := ipam.NewMultiIP(pc.MultiIP, d.node, vp, d.clock, d.log, nodeEvents{d})
 		if err != nil {
 			return nil, 0, err
 		}
-		return multiIPManager{pool: pool}, pc.MultiIP.Capacity, nil
+		return pool, pc.MultiIP.Capacity, nil
 	case mode.ENIOnly:
 		pool, err := ipam.NewENIPool(pc.ENI, d.node, vp, d.clock, d.log, nodeEvents{d})
 		if err != nil {
 			return nil, 0, err
 		}
-		return eniManager{pool: pool}, capa.ENIOnly, nil
+		return pool, capa.ENIOnly, nil
 	case mode.VPC:
 		n, err := d.kube.Node(ctx)
 		if err != nil {
@@ -153,7 +153,7 @@ func (d *Daemon) newManager(ctx context.Context, capa config.ENICapacity, pc poo
 		if err != nil {
 			return nil, 0, err
 		}
-		return vpcManager{cidr: cidr, enis: pool}, cidr.Size(), nil
+		return ipam.NewVPC(cidr, pool), cidr.Size(), nil
 	}
 	return nil, 0, fmt.Errorf("daemon: unknown mode %q", d.mode) // New has checked it
 }

@@ -248,14 +248,14 @@ func (d *Daemon) restore(ctx context.Context) error {
 	for _, u := range t.unreadable {
 		d.log.Warn("restore: a source of the node's truth could not be read; what the others show as held stays held", "source", u)
 	}
-	pl := plan(atts, t, d.mgr.storeHoldings)
+	pl := plan(atts, t, d.storeHoldings)
 	for _, a := range pl.dropped {
 		d.log.Warn("restore: a store record contradicted by the node's truth is dropped", "pod", a.Key(), "resources", a.Resources)
 		if err := d.store.Delete(a.PodNamespace, a.PodName); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 	}
-	rep, err := d.mgr.restore(ctx, pl.holdings)
+	rep, err := d.pool.Restore(ctx, pl.holdings)
 	if err != nil {
 		return err
 	}
@@ -323,7 +323,7 @@ func (d *Daemon) recordRebuilt(pl restorePlan, t truth, broken []ipam.Holding) e
 	}
 	n := 0
 	for owner, c := range pl.rebuilt {
-		g, ok := d.mgr.holds(owner)
+		g, ok := d.holds(owner)
 		if !ok || isBroken[owner] {
 			continue
 		}
@@ -399,7 +399,7 @@ func (d *Daemon) stillHeld(live map[string]k8s.Pod) map[netip.Addr]bool {
 		addrs, err := d.host.PodAddresses()
 		if err != nil {
 			// Unknown: keep everything held rather than guess.
-			for _, o := range d.mgr.owners() {
+			for _, o := range d.pool.Owners() {
 				if ip, err := netip.ParseAddr(strings.TrimPrefix(o, heldPrefix)); err == nil {
 					out[ip] = true
 				}

@@ -216,11 +216,11 @@ func (r *restoreRig) checkAssigned(when string) {
 func (r *restoreRig) settle(d *Daemon) {
 	r.t.Helper()
 	eventually(r.t, "the pool to settle", func() bool {
-		st := d.mgr.stats()
+		st := d.pool.Stats()
 		return st.Inflight == 0 && st.Idle <= 5
 	})
 	time.Sleep(300 * time.Millisecond) // shrink calls started just before
-	eventually(r.t, "the pool's calls to finish", func() bool { return d.mgr.stats().Inflight == 0 })
+	eventually(r.t, "the pool's calls to finish", func() bool { return d.pool.Stats().Inflight == 0 })
 }
 
 // TestRestoreFromNodeTruth stops a daemon with 30 running pods, loses its
@@ -362,9 +362,9 @@ func TestTruncatedStoreKeepsRunningPodsAddresses(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, c, _ := l.daemon(nil)
-	eventually(t, "the pool to settle", func() bool { st := d.mgr.stats(); return st.Inflight == 0 && st.Idle <= 5 })
+	eventually(t, "the pool to settle", func() bool { st := d.pool.Stats(); return st.Inflight == 0 && st.Idle <= 5 })
 	time.Sleep(300 * time.Millisecond)
-	eventually(t, "the pool's calls to finish", func() bool { return d.mgr.stats().Inflight == 0 })
+	eventually(t, "the pool's calls to finish", func() bool { return d.pool.Stats().Inflight == 0 })
 	assigned := map[string]bool{}
 	for _, e := range l.cloud.ENIs() {
 		if e.InstanceID == node1 && e.Type == fakecloud.ENITypeSecondary {

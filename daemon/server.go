@@ -133,7 +133,7 @@ func (b *backend) AllocIP(ctx context.Context, r *rpc.AllocIPRequest) (*rpc.Allo
 	}
 	if att, err := d.store.Get(r.K8SPodNamespace, r.K8SPodName); err == nil && att.ContainerID == r.K8SPodInfraContainerId &&
 		len(att.NetConf) > 0 && att.StickyUntil.IsZero() {
-		if held, ok := d.mgr.holds(key); ok && len(att.Resources) > 0 && att.Resources[0].ID == held.resourceID() {
+		if held, ok := d.holds(key); ok && len(att.Resources) > 0 && att.Resources[0].ID == held.resourceID() {
 			reply := &rpc.AllocIPReply{}
 			if err := protojson.Unmarshal(att.NetConf, reply); err == nil {
 				return reply, nil // the same ADD again
@@ -146,11 +146,11 @@ func (b *backend) AllocIP(ctx context.Context, r *rpc.AllocIPRequest) (*rpc.Allo
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), maxRPC)
 	defer cancel()
 	defer context.AfterFunc(d.life, cancel)()
-	g, err := d.mgr.allocate(actx, pod)
+	g, err := d.allocate(actx, pod)
 	if err != nil {
 		code := codes.Internal
 		switch {
-		case errors.Is(err, ipam.ErrNoCapacity), errors.Is(err, ipam.ErrInsufficientIPs), errors.Is(err, errNoExclusiveENI):
+		case errors.Is(err, ipam.ErrNoCapacity), errors.Is(err, ipam.ErrInsufficientIPs), errors.Is(err, ipam.ErrNoExclusiveENI):
 			code = codes.ResourceExhausted
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 			code = codes.DeadlineExceeded
@@ -161,7 +161,7 @@ func (b *backend) AllocIP(ctx context.Context, r *rpc.AllocIPRequest) (*rpc.Allo
 	reply := &rpc.AllocIPReply{Success: true, IPType: g.ipType, IPv4: true, IPv6: g.ip.IPv6.IsValid(),
 		NetConfs: []*rpc.NetConf{d.netConf(g.ip, pod)}}
 	if err := d.record(pod, r, g, reply); err != nil {
-		d.mgr.release(key, time.Time{})
+		d.pool.Release(key, time.Time{})
 		return nil, status.Errorf(codes.Internal, "alloc IP for %s: persist: %v", key, err)
 	}
 	d.kube.PodEvent(pod.Namespace, pod.Name, pod.UID, k8s.Normal, "AllocIPSucceed",
@@ -292,7 +292,7 @@ func (d *Daemon) releaseAttachment(att store.Attachment, sticky bool) error {
 		if err := d.store.Put(att); err != nil {
 			return err
 		}
-		d.mgr.release(key, until)
+		d.pool.Release(key, until)
 		return nil
 	}
 	err := d.store.Update(func(tx *store.Tx) error {
@@ -307,7 +307,7 @@ func (d *Daemon) releaseAttachment(att store.Attachment, sticky bool) error {
 	if err != nil {
 		return err
 	}
-	d.mgr.release(key, time.Time{})
+	d.pool.Release(key, time.Time{})
 	return nil
 }
 

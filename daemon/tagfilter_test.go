@@ -158,7 +158,7 @@ func tagFilterRun(t *testing.T, m mode.Mode) {
 		}
 		time.Sleep(300 * time.Millisecond)
 		known := map[string]bool{}
-		for _, a := range d.mgr.addresses() {
+		for _, a := range d.pool.Addresses() {
 			known[a.IP.ENIID] = true
 		}
 		for _, o := range others {
@@ -290,7 +290,7 @@ func TestENITagsChangeKeepsOwnENIs(t *testing.T) {
 		t.Fatal(err)
 	}
 	known := map[string]bool{}
-	for _, a := range d.mgr.addresses() {
+	for _, a := range d.pool.Addresses() {
 		known[a.IP.ENIID] = true
 	}
 	for _, e := range l.cloud.ENIs() {

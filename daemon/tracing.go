@@ -76,11 +76,11 @@ func (t *tracing) GetResourceTrace(_ context.Context, r *rpc.ResourceTypeNameReq
 		}
 		return &rpc.ResourceTraceReply{Trace: out}, nil
 	case tracePool:
-		st := d.mgr.stats()
+		st := d.pool.Stats()
 		out := kv("enis", strconv.Itoa(st.ENIs), "total", strconv.Itoa(st.Total),
 			"idle", strconv.Itoa(st.Idle), "inuse", strconv.Itoa(st.InUse), "reserved", strconv.Itoa(st.Reserved),
 			"inflight", strconv.Itoa(st.Inflight), "waiting", strconv.Itoa(st.Waiting))
-		for _, a := range d.mgr.addresses() {
+		for _, a := range d.pool.Addresses() {
 			out = append(out, &rpc.MapKeyValueEntry{Key: "ip/" + a.IP.IPv4.String(), Value: a.IP.ENIID + " " + a.State + " " + a.Owner})
 		}
 		return &rpc.ResourceTraceReply{Trace: out}, nil

@@ -55,8 +55,8 @@ type ENIPoolConfig struct {
 // plugin moves the ENI into the pod. Idle ENIs stay attached.
 type ENIPool struct {
 	cfg    ENIPoolConfig
-	node   *cloud.Node
-	vsw    *cloud.VSwitchPool
+	cloud  Cloud
+	vsw    VSwitches
 	clock  clock.WithTicker
 	log    *slog.Logger
 	events Events
@@ -65,7 +65,7 @@ type ENIPool struct {
 
 	mu       sync.Mutex
 	enis     map[string]*eniRes
-	owners   map[string]*eniRes
+	owners   holdings[*eniRes]
 	waiters  []*waiter
 	creating int
 	pause    time.Time
@@ -84,11 +84,9 @@ type ENIPool struct {
 }
 
 type eniRes struct {
-	ip            IP
-	owner         string
-	inUse         bool
-	reservedUntil time.Time
-	releasing     bool
+	ip IP
+	claim
+	releasing bool
 }
 
 // owner is Owner, or Tags without it.
@@ -100,7 +98,7 @@ func (c *ENIPoolConfig) owner() map[string]string {
 }
 
 // NewENIPool returns an empty pool; call Restore, then Run.
-func NewENIPool(cfg ENIPoolConfig, node *cloud.Node, vsw *cloud.VSwitchPool, c clock.WithTicker, log *slog.Logger, ev Events) (*ENIPool, error) {
+func NewENIPool(cfg ENIPoolConfig, cl Cloud, vsw VSwitches, c clock.WithTicker, log *slog.Logger, ev Events) (*ENIPool, error) {
 	if cfg.MaxENI < 1 {
 		return nil, fmt.Errorf("max ENIs %d must be at least 1", cfg.MaxENI)
 	}
@@ -130,8 +128,8 @@ func NewENIPool(cfg ENIPoolConfig, node *cloud.Node, vsw *cloud.VSwitchPool, c c
 	if ev == nil {
 		ev = nopEvents{}
 	}
-	return &ENIPool{cfg: cfg, node: node, vsw: vsw, clock: c, log: log, events: ev, kickc: make(chan struct{}, 1),
-		ops: newOps(), enis: map[string]*eniRes{}, owners: map[string]*eniRes{}, lastChange: c.Now()}, nil
+	return &ENIPool{cfg: cfg, cloud: cl, vsw: vsw, clock: c, log: log, events: ev, kickc: make(chan struct{}, 1),
+		ops: newOps(), enis: map[string]*eniRes{}, owners: holdings[*eniRes]{}, lastChange: c.Now()}, nil
 }
 
 func ipFromMeta(m cloud.ENIMeta, v6 []netip.Addr) IP {
@@ -146,8 +144,8 @@ func ipFromMeta(m cloud.ENIMeta, v6 []netip.Addr) IP {
 // for it, an idle one, or a new one.
 func (p *ENIPool) Allocate(ctx context.Context, owner string) (IP, error) {
 	p.mu.Lock()
-	if r := p.owners[owner]; r != nil && !r.releasing {
-		r.inUse, r.reservedUntil = true, time.Time{}
+	if r, ok := p.owners[owner]; ok && !r.releasing {
+		p.owners.take(r, owner)
 		p.mu.Unlock()
 		return r.ip, nil
 	}
@@ -182,25 +180,22 @@ func (p *ENIPool) takeIdleLocked(owner string) *eniRes {
 	now := p.clock.Now()
 	var best *eniRes
 	for _, r := range p.sortedLocked() {
-		if r.inUse || r.releasing || (r.owner != "" && r.owner != owner && now.Before(r.reservedUntil)) {
+		if r.releasing {
 			continue
 		}
-		if r.owner == owner {
+		ok, own := r.availableTo(owner, now, 0)
+		if own {
 			best = r
 			break
 		}
-		if best == nil {
+		if ok && best == nil {
 			best = r
 		}
 	}
 	if best == nil {
 		return nil
 	}
-	if best.owner != "" && best.owner != owner {
-		delete(p.owners, best.owner)
-	}
-	best.inUse, best.owner, best.reservedUntil = true, owner, time.Time{}
-	p.owners[owner] = best
+	p.owners.take(best, owner)
 	p.lastChange = now
 	return best
 }
@@ -224,18 +219,12 @@ func (p *ENIPool) Release(owner string, stickyUntil time.Time) {
 }
 
 func (p *ENIPool) releaseLocked(owner string, stickyUntil time.Time) {
-	r := p.owners[owner]
-	if r == nil || r.releasing {
+	r, ok := p.owners[owner]
+	if !ok || r.releasing {
 		return
 	}
 	now := p.clock.Now()
-	r.inUse = false
-	if stickyUntil.After(now) {
-		r.reservedUntil = stickyUntil
-	} else {
-		r.owner, r.reservedUntil = "", time.Time{}
-		delete(p.owners, owner)
-	}
+	p.owners.release(owner, stickyUntil, now)
 	p.lastChange = now
 }
 
@@ -243,8 +232,8 @@ func (p *ENIPool) releaseLocked(owner string, stickyUntil time.Time) {
 func (p *ENIPool) Holds(owner string) (IP, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	r := p.owners[owner]
-	if r == nil {
+	r, ok := p.owners[owner]
+	if !ok {
 		return IP{}, false
 	}
 	return r.ip, true
@@ -254,12 +243,7 @@ func (p *ENIPool) Holds(owner string) (IP, bool) {
 func (p *ENIPool) Owners() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]string, 0, len(p.owners))
-	for o := range p.owners {
-		out = append(out, o)
-	}
-	sort.Strings(out)
-	return out
+	return p.owners.owners()
 }
 
 // Starved reports whether the last creation failed for lack of addresses.
@@ -273,7 +257,7 @@ func (p *ENIPool) Starved() bool {
 func (p *ENIPool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := Stats{ENIs: len(p.enis), Total: len(p.enis), Inflight: p.creating, Waiting: len(p.waiters)}
+	st := Stats{ENIs: len(p.enis), Total: len(p.enis), Inflight: p.creating, Waiting: len(p.waiters), Starved: p.starved}
 	now := p.clock.Now()
 	for _, r := range p.enis {
 		switch {
@@ -424,7 +408,7 @@ func (p *ENIPool) create(ctx context.Context, key string) {
 		if p.cfg.DualStack {
 			req.IPv6 = 1
 		}
-		r, err = p.node.AllocateENI(ctx, req)
+		r, err = p.cloud.AllocateENI(ctx, req)
 		if cloud.IsExhausted(err) {
 			p.vsw.Block(v.ID)
 		}
@@ -456,7 +440,7 @@ func (p *ENIPool) create(ctx context.Context, key string) {
 func (p *ENIPool) releaseENILocked(r *eniRes) {
 	r.releasing = true
 	p.ops.start(func(ctx context.Context) {
-		err := p.node.ReleaseENI(ctx, r.ip.ENIID)
+		err := p.cloud.ReleaseENI(ctx, r.ip.ENIID)
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if err != nil {
@@ -485,7 +469,7 @@ func (p *ENIPool) slotsChangedLocked() {
 // ENIs of holdings in use.
 func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreReport, error) {
 	var rep RestoreReport
-	attached, err := p.node.API.DescribeENIs(ctx, cloud.ENIFilter{InstanceID: p.node.Instance.ID})
+	attached, err := p.cloud.DescribeENIs(ctx, cloud.ENIFilter{InstanceID: p.cloud.InstanceID()})
 	if err != nil {
 		return rep, fmt.Errorf("restore: %w", err)
 	}
@@ -501,16 +485,16 @@ func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 		}
 		switch e.Status {
 		case cloud.StatusAttaching:
-			if _, err := p.node.API.WaitENIStatus(ctx, e.ID, cloud.StatusInUse); err != nil {
+			if _, err := p.cloud.WaitENIStatus(ctx, e.ID, cloud.StatusInUse); err != nil {
 				return rep, fmt.Errorf("restore: %w", err)
 			}
 		case cloud.StatusDetaching:
-			if err := p.node.ReleaseENI(ctx, e.ID); err != nil {
+			if err := p.cloud.ReleaseENI(ctx, e.ID); err != nil {
 				return rep, fmt.Errorf("restore: finish releasing %s: %w", e.ID, err)
 			}
 			continue
 		}
-		m, err := p.node.WaitMetadata(ctx, e.MAC, []netip.Addr{e.PrimaryIP}, e.IPv6)
+		m, err := p.cloud.WaitMetadata(ctx, e.MAC, []netip.Addr{e.PrimaryIP}, e.IPv6)
 		if err != nil {
 			return rep, fmt.Errorf("restore: ENI %s: %w", e.ID, err)
 		}
@@ -521,7 +505,7 @@ func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 		rep.Addresses++
 	}
 	if len(p.cfg.owner()) > 0 {
-		orphans, err := p.node.API.DescribeENIs(ctx, cloud.ENIFilter{Tags: p.cfg.owner(), Status: cloud.StatusAvailable})
+		orphans, err := p.cloud.DescribeENIs(ctx, cloud.ENIFilter{Tags: p.cfg.owner(), Status: cloud.StatusAvailable})
 		if err != nil {
 			return rep, fmt.Errorf("sweep orphan ENIs: %w", err)
 		}
@@ -531,7 +515,7 @@ func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 			if e.Type != "Secondary" || !cloud.HasTags(e.Tags, p.cfg.owner()) {
 				continue
 			}
-			if err := p.node.API.DeleteENI(ctx, e.ID); err != nil {
+			if err := p.cloud.DeleteENI(ctx, e.ID); err != nil {
 				return rep, fmt.Errorf("sweep orphan ENI %s: %w", e.ID, err)
 			}
 			rep.Swept = append(rep.Swept, e.ID)
@@ -551,13 +535,7 @@ func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 			}
 			continue
 		}
-		r.owner = h.Owner
-		p.owners[h.Owner] = r
-		if h.ReservedUntil.After(now) {
-			r.reservedUntil = h.ReservedUntil
-		} else {
-			r.inUse = true
-		}
+		p.owners.restore(r, h.Owner, h.ReservedUntil, now)
 	}
 	return rep, nil
 }

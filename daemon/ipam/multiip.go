@@ -196,8 +196,8 @@ type Events interface {
 // cloud operation in flight, so calls never conflict with each other.
 type MultiIP struct {
 	cfg    MultiIPConfig
-	node   *cloud.Node
-	vsw    *cloud.VSwitchPool
+	cloud  Cloud
+	vsw    VSwitches
 	clock  clock.WithTicker
 	log    *slog.Logger
 	events Events
@@ -207,7 +207,7 @@ type MultiIP struct {
 
 	mu      sync.Mutex
 	enis    map[string]*eniSlot
-	owners  map[string]*ipSlot // owner → the address it holds or has reserved
+	owners  holdings[*ipSlot] // owner → the address it holds or has reserved
 	waiters []*waiter
 	// creating counts ENIs being created; inflight the addresses that
 	// calls in flight will add.
@@ -246,24 +246,19 @@ type eniSlot struct {
 	deleting bool
 }
 
-type ipState int
-
-const (
-	ipIdle ipState = iota
-	ipInUse
-	ipReleasing // being unassigned
-)
-
 type ipSlot struct {
-	eni   *eniSlot
-	v4    netip.Addr
-	v6    netip.Addr
-	state ipState
-	owner string
-	// reservedUntil keeps an address for owner after release (sticky).
-	reservedUntil time.Time
-	releasedAt    time.Time
+	eni *eniSlot
+	v4  netip.Addr
+	v6  netip.Addr
+	claim
+	// releasing: being unassigned, or its ENI released; no longer
+	// anyone's.
+	releasing bool
 }
+
+// idle reports whether s is neither in use nor being given back (it may
+// be reserved).
+func (s *ipSlot) idle() bool { return !s.inUse && !s.releasing }
 
 type waiter struct {
 	owner string
@@ -277,7 +272,7 @@ type result struct {
 }
 
 // NewMultiIP returns an empty pool; call Restore, then Run.
-func NewMultiIP(cfg MultiIPConfig, node *cloud.Node, vsw *cloud.VSwitchPool, c clock.WithTicker, log *slog.Logger, ev Events) (*MultiIP, error) {
+func NewMultiIP(cfg MultiIPConfig, cl Cloud, vsw VSwitches, c clock.WithTicker, log *slog.Logger, ev Events) (*MultiIP, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
@@ -290,8 +285,8 @@ func NewMultiIP(cfg MultiIPConfig, node *cloud.Node, vsw *cloud.VSwitchPool, c c
 	if ev == nil {
 		ev = nopEvents{}
 	}
-	return &MultiIP{cfg: cfg, node: node, vsw: vsw, clock: c, log: log, events: ev,
-		kickc: make(chan struct{}, 1), ops: newOps(), enis: map[string]*eniSlot{}, owners: map[string]*ipSlot{},
+	return &MultiIP{cfg: cfg, cloud: cl, vsw: vsw, clock: c, log: log, events: ev,
+		kickc: make(chan struct{}, 1), ops: newOps(), enis: map[string]*eniSlot{}, owners: holdings[*ipSlot]{},
 		orphanSeen: map[netip.Addr]int{}, lastChange: c.Now()}, nil
 }
 
@@ -311,8 +306,8 @@ func (p *MultiIP) ipOf(s *ipSlot) IP {
 // address: it lands in the pool.
 func (p *MultiIP) Allocate(ctx context.Context, owner string) (IP, error) {
 	p.mu.Lock()
-	if s := p.owners[owner]; s != nil && s.state != ipReleasing {
-		s.state, s.reservedUntil = ipInUse, time.Time{}
+	if s, ok := p.owners[owner]; ok && !s.releasing {
+		p.owners.take(s, owner)
 		ip := p.ipOf(s)
 		p.mu.Unlock()
 		return ip, nil
@@ -355,17 +350,15 @@ func (p *MultiIP) takeIdleLocked(owner string) *ipSlot {
 			continue
 		}
 		for _, s := range e.ips {
-			if s.state != ipIdle || (s.owner != "" && s.owner != owner && now.Before(s.reservedUntil)) {
+			if s.releasing {
 				continue
 			}
-			if s.owner == owner {
+			ok, own := s.availableTo(owner, now, p.cfg.Cooldown)
+			if own {
 				best = s
 				break
 			}
-			if now.Before(s.releasedAt.Add(p.cfg.Cooldown)) {
-				continue
-			}
-			if best == nil || s.releasedAt.Before(best.releasedAt) {
+			if ok && (best == nil || s.releasedAt.Before(best.releasedAt)) {
 				best = s
 			}
 		}
@@ -373,11 +366,7 @@ func (p *MultiIP) takeIdleLocked(owner string) *ipSlot {
 	if best == nil {
 		return nil
 	}
-	if best.owner != "" && best.owner != owner {
-		delete(p.owners, best.owner) // an expired reservation
-	}
-	best.state, best.owner, best.reservedUntil = ipInUse, owner, time.Time{}
-	p.owners[owner] = best
+	p.owners.take(best, owner)
 	p.lastChange = now
 	return best
 }
@@ -394,18 +383,12 @@ func (p *MultiIP) Release(owner string, stickyUntil time.Time) {
 }
 
 func (p *MultiIP) releaseLocked(owner string, stickyUntil time.Time) {
-	s := p.owners[owner]
-	if s == nil || s.state == ipReleasing {
+	s, ok := p.owners[owner]
+	if !ok || s.releasing {
 		return
 	}
 	now := p.clock.Now()
-	s.state, s.releasedAt = ipIdle, now
-	if stickyUntil.After(now) {
-		s.reservedUntil = stickyUntil
-	} else {
-		s.owner, s.reservedUntil = "", time.Time{}
-		delete(p.owners, owner)
-	}
+	p.owners.release(owner, stickyUntil, now)
 	p.lastChange = now
 }
 
@@ -413,8 +396,8 @@ func (p *MultiIP) releaseLocked(owner string, stickyUntil time.Time) {
 func (p *MultiIP) Holds(owner string) (IP, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := p.owners[owner]
-	if s == nil {
+	s, ok := p.owners[owner]
+	if !ok {
 		return IP{}, false
 	}
 	return p.ipOf(s), true
@@ -439,11 +422,11 @@ func (p *MultiIP) Addresses() []Address {
 		for _, s := range e.ips {
 			st := "idle"
 			switch {
-			case s.state == ipInUse:
+			case s.inUse:
 				st = "inuse"
-			case s.state == ipReleasing:
+			case s.releasing:
 				st = "releasing"
-			case s.owner != "" && now.Before(s.reservedUntil):
+			case s.reserved(now):
 				st = "reserved"
 			}
 			out = append(out, Address{IP: p.ipOf(s), State: st, Owner: s.owner})
@@ -462,12 +445,7 @@ func (p *MultiIP) Addresses() []Address {
 func (p *MultiIP) Owners() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]string, 0, len(p.owners))
-	for o := range p.owners {
-		out = append(out, o)
-	}
-	sort.Strings(out)
-	return out
+	return p.owners.owners()
 }
 
 // Starved reports whether the pool's last growth failed because the cloud
@@ -481,23 +459,27 @@ func (p *MultiIP) Starved() bool {
 // Stats are the pool's counts.
 type Stats struct {
 	ENIs, Total, Idle, InUse, Reserved, Inflight, Waiting int
+	// Starved: the pool's last growth failed because the cloud had no
+	// addresses (see Starved).
+	Starved bool
 }
 
 // Stats returns the current counts.
 func (p *MultiIP) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := Stats{ENIs: len(p.enis), Inflight: p.inflight, Waiting: len(p.waiters)}
+	st := Stats{ENIs: len(p.enis), Inflight: p.inflight, Waiting: len(p.waiters), Starved: p.starved}
 	now := p.clock.Now()
 	for _, e := range p.enis {
 		for _, s := range e.ips {
 			st.Total++
 			switch {
-			case s.state == ipInUse:
+			case s.inUse:
 				st.InUse++
-			case s.state == ipIdle && s.owner != "" && now.Before(s.reservedUntil):
+			case s.releasing:
+			case s.reserved(now):
 				st.Reserved++
-			case s.state == ipIdle:
+			default:
 				st.Idle++
 			}
 		}
@@ -661,7 +643,7 @@ func (p *MultiIP) idleLocked(now time.Time) int {
 			continue
 		}
 		for _, s := range e.ips {
-			if s.state == ipIdle && (s.owner == "" || !now.Before(s.reservedUntil)) {
+			if s.idle() && !s.reserved(now) {
 				n++
 			}
 		}

@@ -39,24 +39,24 @@ func (p *MultiIP) startAssignsLocked(now time.Time, deficit int) int {
 }
 
 func (p *MultiIP) assign(ctx context.Context, e *eniSlot, k int, key4, key6 string) {
-	v4, err := p.node.AssignIPv4(ctx, key4, e.ENIMeta, k)
+	v4, err := p.cloud.AssignIPv4(ctx, key4, e.ENIMeta, k)
 	if cloud.IsExhausted(err) && k > 1 {
 		// The vSwitch cannot give k: take what it has left.
-		if v, derr := p.node.API.DescribeVSwitch(ctx, e.VSwitchID); derr == nil && v.Available > 0 && v.Available < k {
+		if v, derr := p.cloud.DescribeVSwitch(ctx, e.VSwitchID); derr == nil && v.Available > 0 && v.Available < k {
 			p.mu.Lock()
 			p.inflight -= k - v.Available
 			e.pending = v.Available
 			k = v.Available
 			p.mu.Unlock()
-			v4, err = p.node.AssignIPv4(ctx, key4+"/rest", e.ENIMeta, k)
+			v4, err = p.cloud.AssignIPv4(ctx, key4+"/rest", e.ENIMeta, k)
 		}
 	}
 	var v6 []netip.Addr
 	if err == nil && p.cfg.DualStack {
-		v6, err = p.node.AssignIPv6(ctx, key6, e.ENIMeta, k)
+		v6, err = p.cloud.AssignIPv6(ctx, key6, e.ENIMeta, k)
 		if err != nil && len(v4) > 0 {
 			// Without IPv6 the addresses cannot be paired: give them back.
-			if uerr := p.node.API.UnassignIPv4(ctx, e.ID, v4); uerr != nil {
+			if uerr := p.cloud.UnassignIPv4(ctx, e.ID, v4); uerr != nil {
 				p.events.Warn("DisposeResourceFailed", fmt.Sprintf("unassign %v from %s after an IPv6 failure: %v", v4, e.ID, uerr))
 			}
 			v4 = nil
@@ -83,7 +83,7 @@ func (p *MultiIP) assign(ctx context.Context, e *eniSlot, k int, key4, key6 stri
 		p.failures, p.starved = 0, false
 	}
 	for i, a := range v4 {
-		s := &ipSlot{eni: e, v4: a, state: ipIdle}
+		s := &ipSlot{eni: e, v4: a}
 		if p.cfg.DualStack && i < len(v6) {
 			s.v6 = v6[i]
 		}
@@ -161,7 +161,7 @@ func (p *MultiIP) allocateENI(ctx context.Context, k int, key string, created fu
 		if p.cfg.DualStack {
 			req.IPv6 = k
 		}
-		r, err := p.node.AllocateENI(ctx, req)
+		r, err := p.cloud.AllocateENI(ctx, req)
 		if err == nil {
 			return r, nil
 		}
@@ -170,13 +170,13 @@ func (p *MultiIP) allocateENI(ctx context.Context, k int, key string, created fu
 		}
 		lastErr = err
 		// Take what the vSwitch has left, if anything; else try another.
-		if fresh, derr := p.node.API.DescribeVSwitch(ctx, v.ID); derr == nil && fresh.Available > 0 && fresh.Available < k {
+		if fresh, derr := p.cloud.DescribeVSwitch(ctx, v.ID); derr == nil && fresh.Available > 0 && fresh.Available < k {
 			req.IntentKey += "/rest"
 			req.SecondaryIPv4 = fresh.Available - 1
 			if p.cfg.DualStack {
 				req.IPv6 = fresh.Available
 			}
-			if r, err := p.node.AllocateENI(ctx, req); err == nil {
+			if r, err := p.cloud.AllocateENI(ctx, req); err == nil {
 				return r, nil
 			}
 		}
@@ -190,7 +190,7 @@ func (p *MultiIP) addENILocked(m cloud.ENIMeta, v6 []netip.Addr) *eniSlot {
 	e := &eniSlot{ENIMeta: m}
 	p.enis[m.ID] = e
 	for i, a := range m.IPv4 {
-		s := &ipSlot{eni: e, v4: a, state: ipIdle}
+		s := &ipSlot{eni: e, v4: a}
 		if p.cfg.DualStack && i < len(v6) {
 			s.v6 = v6[i]
 		}
@@ -374,7 +374,7 @@ func (p *MultiIP) shrinkLocked(now time.Time, idle int) {
 			if len(drop) == min(excess, maxPerCall) {
 				break
 			}
-			if s.state == ipIdle && s.owner == "" && s.v4 != e.PrimaryIP {
+			if s.idle() && s.owner == "" && s.v4 != e.PrimaryIP {
 				drop = append(drop, s)
 			}
 		}
@@ -390,7 +390,7 @@ func (p *MultiIP) shrinkLocked(now time.Time, idle int) {
 func inUse(e *eniSlot, now time.Time) int {
 	n := 0
 	for _, s := range e.ips {
-		if s.state == ipInUse || (s.owner != "" && now.Before(s.reservedUntil)) {
+		if s.inUse || s.reserved(now) {
 			n++
 		}
 	}
@@ -412,13 +412,11 @@ func (p *MultiIP) slotsChangedLocked() {
 func (p *MultiIP) releaseENILocked(e *eniSlot) {
 	e.deleting, e.busy = true, true
 	for _, s := range e.ips {
-		s.state = ipReleasing
-		if s.owner != "" {
-			delete(p.owners, s.owner)
-		}
+		s.inUse, s.releasing = false, true
+		p.owners.forget(s)
 	}
 	p.ops.start(func(ctx context.Context) {
-		err := p.node.ReleaseENI(ctx, e.ID)
+		err := p.cloud.ReleaseENI(ctx, e.ID)
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if err != nil {
@@ -445,7 +443,7 @@ func (a cloudAddrs) has(s *ipSlot) bool {
 
 // assignedNow asks the cloud which addresses eniID has.
 func (p *MultiIP) assignedNow(ctx context.Context, eniID string) (cloudAddrs, error) {
-	e, err := p.node.API.DescribeENI(ctx, eniID)
+	e, err := p.cloud.DescribeENI(ctx, eniID)
 	if err != nil {
 		return cloudAddrs{}, fmt.Errorf("confirm the addresses of %s: %w", eniID, err)
 	}
@@ -456,16 +454,16 @@ func (p *MultiIP) unassignLocked(e *eniSlot, drop []*ipSlot) {
 	e.busy = true
 	var v4, v6 []netip.Addr
 	for _, s := range drop {
-		s.state = ipReleasing
+		s.releasing = true
 		v4 = append(v4, s.v4)
 		if s.v6.IsValid() {
 			v6 = append(v6, s.v6)
 		}
 	}
 	p.ops.start(func(ctx context.Context) {
-		err := p.node.API.UnassignIPv4(ctx, e.ID, v4)
+		err := p.cloud.UnassignIPv4(ctx, e.ID, v4)
 		if err == nil && len(v6) > 0 {
-			err = p.node.API.UnassignIPv6(ctx, e.ID, v6)
+			err = p.cloud.UnassignIPv6(ctx, e.ID, v6)
 		}
 		// A failed unassign may still have been applied (its answer lost,
 		// then the retries throttled): what the cloud still assigns goes
@@ -489,7 +487,7 @@ func (p *MultiIP) unassignLocked(e *eniSlot, drop []*ipSlot) {
 				// Still assigned, or unknown (the confirmation failed too):
 				// back to idle; the ENI waits out the failure backoff and
 				// the sync drops what vanished from metadata.
-				s.state = ipIdle
+				s.releasing = false
 			}
 			e.inhibit = p.clock.Now().Add(p.failureBackoffLocked())
 			p.events.Warn("DisposeResourceFailed", fmt.Sprintf("unassign %v from %s: %v", v4, e.ID, err))

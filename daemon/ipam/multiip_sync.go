@@ -44,8 +44,8 @@ type RestoreReport struct {
 // deleted: a daemon killed at any point neither leaks nor double-assigns.
 func (p *MultiIP) Restore(ctx context.Context, holdings []Holding) (RestoreReport, error) {
 	var rep RestoreReport
-	me := p.node.Instance.ID
-	attached, err := p.node.API.DescribeENIs(ctx, cloud.ENIFilter{InstanceID: me})
+	me := p.cloud.InstanceID()
+	attached, err := p.cloud.DescribeENIs(ctx, cloud.ENIFilter{InstanceID: me})
 	if err != nil {
 		return rep, fmt.Errorf("restore: %w", err)
 	}
@@ -61,17 +61,17 @@ func (p *MultiIP) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 		}
 		switch e.Status {
 		case cloud.StatusAttaching:
-			if _, err := p.node.API.WaitENIStatus(ctx, e.ID, cloud.StatusInUse); err != nil {
+			if _, err := p.cloud.WaitENIStatus(ctx, e.ID, cloud.StatusInUse); err != nil {
 				return rep, fmt.Errorf("restore: %w", err)
 			}
 		case cloud.StatusDetaching:
-			if err := p.node.ReleaseENI(ctx, e.ID); err != nil {
+			if err := p.cloud.ReleaseENI(ctx, e.ID); err != nil {
 				return rep, fmt.Errorf("restore: finish releasing %s: %w", e.ID, err)
 			}
 			continue
 		}
 		assigned := append([]netip.Addr{e.PrimaryIP}, e.IPv4...)
-		m, err := p.node.WaitMetadata(ctx, e.MAC, assigned, e.IPv6)
+		m, err := p.cloud.WaitMetadata(ctx, e.MAC, assigned, e.IPv6)
 		if err != nil {
 			return rep, fmt.Errorf("restore: ENI %s: %w", e.ID, err)
 		}
@@ -103,13 +103,7 @@ func (p *MultiIP) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 			}
 			continue
 		}
-		s.owner = h.Owner
-		p.owners[h.Owner] = s
-		if h.ReservedUntil.After(now) {
-			s.state, s.reservedUntil = ipIdle, h.ReservedUntil
-		} else {
-			s.state = ipInUse
-		}
+		p.owners.restore(s, h.Owner, h.ReservedUntil, now)
 	}
 	p.lastChange = now
 	return rep, nil
@@ -154,7 +148,7 @@ func (p *MultiIP) sweep(ctx context.Context) ([]string, error) {
 	if busy {
 		return nil, nil
 	}
-	orphans, err := p.node.API.DescribeENIs(ctx, cloud.ENIFilter{Tags: p.cfg.owner(), Status: cloud.StatusAvailable})
+	orphans, err := p.cloud.DescribeENIs(ctx, cloud.ENIFilter{Tags: p.cfg.owner(), Status: cloud.StatusAvailable})
 	if err != nil {
 		return nil, fmt.Errorf("sweep orphan ENIs: %w", err)
 	}
@@ -170,7 +164,7 @@ func (p *MultiIP) sweep(ctx context.Context) ([]string, error) {
 	}
 	var swept []string
 	for _, e := range orphans {
-		if err := p.node.API.DeleteENI(ctx, e.ID); err != nil {
+		if err := p.cloud.DeleteENI(ctx, e.ID); err != nil {
 			return swept, fmt.Errorf("sweep orphan ENI %s: %w", e.ID, err)
 		}
 		swept = append(swept, e.ID)
@@ -215,7 +209,7 @@ func (p *MultiIP) findLocked(eniID string, v4 netip.Addr) *ipSlot {
 // adopted or released (strays.go).
 func (p *MultiIP) sync(ctx context.Context) {
 	p.syncStrays(ctx)
-	macs, err := p.node.Metadata.MACs(ctx)
+	macs, err := p.cloud.MACs(ctx)
 	if err != nil {
 		p.log.Warn("pool sync: metadata", "err", err)
 		return
@@ -238,8 +232,8 @@ func (p *MultiIP) sync(ctx context.Context) {
 		// Metadata lags: drop only what the cloud confirms is no longer
 		// attached here. An ENI dropped while attached would be taken for
 		// a stray and released with its pods' addresses on it.
-		ce, err := p.node.API.DescribeENI(ctx, e.ID)
-		if err == nil && ce.InstanceID == p.node.Instance.ID && (ce.Status == cloud.StatusInUse || ce.Status == cloud.StatusAttaching) {
+		ce, err := p.cloud.DescribeENI(ctx, e.ID)
+		if err == nil && ce.InstanceID == p.cloud.InstanceID() && (ce.Status == cloud.StatusInUse || ce.Status == cloud.StatusAttaching) {
 			continue
 		}
 		if err != nil && !cloud.IsNotFound(err) {
@@ -252,7 +246,7 @@ func (p *MultiIP) sync(ctx context.Context) {
 		p.mu.Unlock()
 	}
 	for _, e := range check {
-		v4, err := p.node.Metadata.IPv4s(ctx, e.MAC)
+		v4, err := p.cloud.IPv4s(ctx, e.MAC)
 		if err != nil {
 			continue
 		}
@@ -262,12 +256,10 @@ func (p *MultiIP) sync(ctx context.Context) {
 
 func (p *MultiIP) dropENILocked(e *eniSlot) {
 	for _, s := range e.ips {
-		if s.state == ipInUse {
+		if s.inUse {
 			p.events.Warn("ResourceInvalid", fmt.Sprintf("ENI %s of %s vanished from metadata while %s used %s", e.ID, e.MAC, s.owner, s.v4))
 		}
-		if s.owner != "" {
-			delete(p.owners, s.owner)
-		}
+		p.owners.forget(s)
 	}
 	delete(p.enis, e.ID)
 }
@@ -289,16 +281,14 @@ func (p *MultiIP) reconcileENI(ctx context.Context, e *eniSlot, meta []netip.Add
 		}
 	}
 	e.ips = slices.DeleteFunc(e.ips, func(s *ipSlot) bool {
-		if slices.Contains(meta, s.v4) || s.state == ipReleasing {
+		if slices.Contains(meta, s.v4) || s.releasing {
 			return false
 		}
-		if s.state == ipInUse {
+		if s.inUse {
 			p.events.Warn("ResourceInvalid", fmt.Sprintf("Mark as invalid, ip: %s (held by %s) vanished from %s", s.v4, s.owner, e.ID))
 			return false
 		}
-		if s.owner != "" {
-			delete(p.owners, s.owner)
-		}
+		p.owners.forget(s)
 		return true
 	})
 	p.mu.Unlock()
@@ -307,7 +297,7 @@ func (p *MultiIP) reconcileENI(ctx context.Context, e *eniSlot, meta []netip.Add
 	}
 	// Adopt only what the cloud confirms is assigned to this ENI:
 	// metadata lists unassigned addresses for a while.
-	ce, err := p.node.API.DescribeENI(ctx, e.ID)
+	ce, err := p.cloud.DescribeENI(ctx, e.ID)
 	if err != nil {
 		return
 	}
@@ -315,7 +305,7 @@ func (p *MultiIP) reconcileENI(ctx context.Context, e *eniSlot, meta []netip.Add
 	defer p.mu.Unlock()
 	for _, a := range unknown {
 		if (slices.Contains(ce.IPv4, a) || ce.PrimaryIP == a) && p.findLocked(e.ID, a) == nil {
-			e.ips = append(e.ips, &ipSlot{eni: e, v4: a, state: ipIdle})
+			e.ips = append(e.ips, &ipSlot{eni: e, v4: a})
 			delete(p.orphanSeen, a)
 			p.events.Warn("ResourceInvalid", fmt.Sprintf("orphan ip found on ecs metadata: %s on %s, adopted as idle", a, e.ID))
 		}

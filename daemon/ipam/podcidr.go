@@ -3,7 +3,6 @@ package ipam
 import (
 	"fmt"
 	"net/netip"
-	"sort"
 	"sync"
 	"time"
 
@@ -20,18 +19,17 @@ type PodCIDR struct {
 	prefix   netip.Prefix
 	cooldown time.Duration
 
-	mu       sync.Mutex
-	byOwner  map[string]*cidrSlot
-	byAddr   map[netip.Addr]*cidrSlot
-	released map[netip.Addr]time.Time
-	cursor   netip.Addr
+	mu   sync.Mutex
+	held holdings[*cidrSlot]
+	// byAddr has the addresses handed out since the start: held,
+	// reserved, or free (cooling down after their release).
+	byAddr map[netip.Addr]*cidrSlot
+	cursor netip.Addr
 }
 
 type cidrSlot struct {
-	addr          netip.Addr
-	owner         string
-	inUse         bool
-	reservedUntil time.Time
+	addr netip.Addr
+	claim
 }
 
 // LinkLocalGateway is the gateway pods of VPC mode route through: the
@@ -47,8 +45,8 @@ func NewPodCIDR(prefix netip.Prefix, cooldown time.Duration, c clock.Clock) (*Po
 	if c == nil {
 		c = clock.RealClock{}
 	}
-	return &PodCIDR{clock: c, prefix: prefix, cooldown: cooldown, byOwner: map[string]*cidrSlot{},
-		byAddr: map[netip.Addr]*cidrSlot{}, released: map[netip.Addr]time.Time{}, cursor: prefix.Addr()}, nil
+	return &PodCIDR{clock: c, prefix: prefix, cooldown: cooldown, held: holdings[*cidrSlot]{},
+		byAddr: map[netip.Addr]*cidrSlot{}, cursor: prefix.Addr()}, nil
 }
 
 func (p *PodCIDR) ip(s *cidrSlot) IP {
@@ -75,8 +73,8 @@ func (p *PodCIDR) Allocate(owner string) (IP, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.clock.Now()
-	if s := p.byOwner[owner]; s != nil {
-		s.inUse, s.reservedUntil = true, time.Time{}
+	if s, ok := p.held[owner]; ok {
+		p.held.take(s, owner)
 		return p.ip(s), nil
 	}
 	a := p.cursor
@@ -90,19 +88,14 @@ func (p *PodCIDR) Allocate(owner string) (IP, error) {
 		if !p.usable(a) {
 			continue
 		}
-		if s := p.byAddr[a]; s != nil {
-			if s.inUse || now.Before(s.reservedUntil) {
-				continue
-			}
-			delete(p.byOwner, s.owner) // an expired reservation
-			delete(p.byAddr, a)
-		}
-		if t, ok := p.released[a]; ok && now.Before(t.Add(p.cooldown)) {
+		s := p.byAddr[a]
+		if s == nil {
+			s = &cidrSlot{addr: a}
+		} else if ok, _ := s.availableTo(owner, now, p.cooldown); !ok {
 			continue
 		}
-		delete(p.released, a)
-		s := &cidrSlot{addr: a, owner: owner, inUse: true}
-		p.byOwner[owner], p.byAddr[a] = s, s
+		p.held.take(s, owner)
+		p.byAddr[a] = s
 		p.cursor = a
 		return p.ip(s), nil
 	}
@@ -113,27 +106,15 @@ func (p *PodCIDR) Allocate(owner string) (IP, error) {
 func (p *PodCIDR) Release(owner string, stickyUntil time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := p.byOwner[owner]
-	if s == nil {
-		return
-	}
-	now := p.clock.Now()
-	s.inUse = false
-	if stickyUntil.After(now) {
-		s.reservedUntil = stickyUntil
-		return
-	}
-	delete(p.byOwner, owner)
-	delete(p.byAddr, s.addr)
-	p.released[s.addr] = now
+	p.held.release(owner, stickyUntil, p.clock.Now())
 }
 
 // Holds reports owner's address.
 func (p *PodCIDR) Holds(owner string) (IP, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := p.byOwner[owner]
-	if s == nil {
+	s, ok := p.held[owner]
+	if !ok {
 		return IP{}, false
 	}
 	return p.ip(s), true
@@ -143,12 +124,7 @@ func (p *PodCIDR) Holds(owner string) (IP, bool) {
 func (p *PodCIDR) Owners() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]string, 0, len(p.byOwner))
-	for o := range p.byOwner {
-		out = append(out, o)
-	}
-	sort.Strings(out)
-	return out
+	return p.held.owners()
 }
 
 // Restore marks the addresses of holdings taken; holdings outside the
@@ -159,14 +135,15 @@ func (p *PodCIDR) Restore(holdings []Holding) []Holding {
 	now := p.clock.Now()
 	var broken []Holding
 	for _, h := range holdings {
-		if !p.usable(h.IPv4) || p.byAddr[h.IPv4] != nil {
+		if s := p.byAddr[h.IPv4]; !p.usable(h.IPv4) || (s != nil && s.owner != "") {
 			if !h.Optional {
 				broken = append(broken, h)
 			}
 			continue
 		}
-		s := &cidrSlot{addr: h.IPv4, owner: h.Owner, inUse: !h.ReservedUntil.After(now), reservedUntil: h.ReservedUntil}
-		p.byOwner[h.Owner], p.byAddr[h.IPv4] = s, s
+		s := &cidrSlot{addr: h.IPv4}
+		p.held.restore(s, h.Owner, h.ReservedUntil, now)
+		p.byAddr[h.IPv4] = s
 	}
 	return broken
 }

@@ -39,14 +39,14 @@ func ownedBy(e cloud.ENI, instanceID string, tags map[string]string) bool {
 
 // strayCandidates lists our ENIs attached or attaching to this instance
 // (Detaching ones become Available, where the orphan sweep finds them).
-func strayCandidates(ctx context.Context, node *cloud.Node, tags map[string]string) ([]cloud.ENI, error) {
-	enis, err := node.API.DescribeENIs(ctx, cloud.ENIFilter{InstanceID: node.Instance.ID, Tags: tags})
+func strayCandidates(ctx context.Context, c Cloud, tags map[string]string) ([]cloud.ENI, error) {
+	enis, err := c.DescribeENIs(ctx, cloud.ENIFilter{InstanceID: c.InstanceID(), Tags: tags})
 	if err != nil {
 		return nil, fmt.Errorf("look for unknown ENIs of ours: %w", err)
 	}
 	var out []cloud.ENI
 	for _, e := range enis {
-		if ownedBy(e, node.Instance.ID, tags) && (e.Status == cloud.StatusInUse || e.Status == cloud.StatusAttaching) {
+		if ownedBy(e, c.InstanceID(), tags) && (e.Status == cloud.StatusInUse || e.Status == cloud.StatusAttaching) {
 			out = append(out, e)
 		}
 	}
@@ -56,18 +56,18 @@ func strayCandidates(ctx context.Context, node *cloud.Node, tags map[string]stri
 // settleStray waits until a stray that is Attaching has finished: it
 // returns the ENI InUse, or ok false when the attach failed (the ENI is
 // Available and deleted here) or could not be waited for (next sync).
-func settleStray(ctx context.Context, node *cloud.Node, e cloud.ENI) (cloud.ENI, bool, error) {
+func settleStray(ctx context.Context, c Cloud, e cloud.ENI) (cloud.ENI, bool, error) {
 	if e.Status != cloud.StatusAttaching {
 		return e, true, nil
 	}
-	got, err := node.API.WaitENIStatus(ctx, e.ID, cloud.StatusInUse, cloud.StatusAvailable)
+	got, err := c.WaitENIStatus(ctx, e.ID, cloud.StatusInUse, cloud.StatusAvailable)
 	switch {
 	case cloud.IsNotFound(err):
 		return e, false, nil
 	case err != nil:
 		return e, false, err
 	case got.Status == cloud.StatusAvailable:
-		if err := node.API.DeleteENI(ctx, e.ID); err != nil {
+		if err := c.DeleteENI(ctx, e.ID); err != nil {
 			return e, false, err
 		}
 		return e, false, nil
@@ -102,7 +102,7 @@ func (p *MultiIP) syncStrays(ctx context.Context) {
 	p.mu.Lock()
 	before := p.knownIDsLocked()
 	p.mu.Unlock()
-	enis, err := strayCandidates(ctx, p.node, p.cfg.owner())
+	enis, err := strayCandidates(ctx, p.cloud, p.cfg.owner())
 	if err != nil {
 		p.log.Warn("pool sync", "err", err)
 		return
@@ -155,7 +155,7 @@ func (p *MultiIP) takeStray(ctx context.Context, e cloud.ENI) {
 		delete(p.strays, e.ID)
 		p.mu.Unlock()
 	}()
-	e, ok, err := settleStray(ctx, p.node, e)
+	e, ok, err := settleStray(ctx, p.cloud, e)
 	if err != nil {
 		p.log.Warn("unknown ENI of ours: waiting for its attach to end failed; next sync retries", "eni", e.ID, "err", err)
 		return
@@ -168,7 +168,7 @@ func (p *MultiIP) takeStray(ctx context.Context, e cloud.ENI) {
 	wanted := p.strayWantedLocked(len(assigned))
 	p.mu.Unlock()
 	if wanted {
-		m, err := p.node.WaitMetadata(ctx, e.MAC, assigned, e.IPv6)
+		m, err := p.cloud.WaitMetadata(ctx, e.MAC, assigned, e.IPv6)
 		if err != nil {
 			p.log.Warn("unknown ENI of ours is InUse but metadata does not show it; next sync retries", "eni", e.ID, "err", err)
 			return
@@ -186,7 +186,7 @@ func (p *MultiIP) takeStray(ctx context.Context, e cloud.ENI) {
 		}
 		p.mu.Unlock()
 	}
-	if err := p.node.ReleaseENI(ctx, e.ID); err != nil {
+	if err := p.cloud.ReleaseENI(ctx, e.ID); err != nil {
 		p.events.Warn("DisposeResourceFailed", fmt.Sprintf("release unknown ENI %s: %v", e.ID, err))
 		return
 	}
@@ -211,7 +211,7 @@ func (p *ENIPool) sync(ctx context.Context) {
 	before := p.knownIDsLocked()
 	busy := p.creating > 0
 	p.mu.Unlock()
-	enis, err := strayCandidates(ctx, p.node, p.cfg.owner())
+	enis, err := strayCandidates(ctx, p.cloud, p.cfg.owner())
 	if err != nil {
 		p.log.Warn("pool sync", "err", err)
 		return
@@ -234,7 +234,7 @@ func (p *ENIPool) sync(ctx context.Context) {
 	if busy {
 		return
 	}
-	orphans, err := p.node.API.DescribeENIs(ctx, cloud.ENIFilter{Tags: p.cfg.owner(), Status: cloud.StatusAvailable})
+	orphans, err := p.cloud.DescribeENIs(ctx, cloud.ENIFilter{Tags: p.cfg.owner(), Status: cloud.StatusAvailable})
 	if err != nil {
 		p.log.Warn("pool sync: sweep orphan ENIs", "err", err)
 		return
@@ -252,7 +252,7 @@ func (p *ENIPool) sync(ctx context.Context) {
 		return
 	}
 	for _, e := range del {
-		if err := p.node.API.DeleteENI(ctx, e.ID); err != nil {
+		if err := p.cloud.DeleteENI(ctx, e.ID); err != nil {
 			p.log.Warn("pool sync: delete orphan ENI", "eni", e.ID, "err", err)
 			continue
 		}
@@ -317,7 +317,7 @@ func (p *ENIPool) takeStray(ctx context.Context, e cloud.ENI) {
 		delete(p.strays, e.ID)
 		p.mu.Unlock()
 	}()
-	e, ok, err := settleStray(ctx, p.node, e)
+	e, ok, err := settleStray(ctx, p.cloud, e)
 	if err != nil {
 		p.log.Warn("unknown ENI of ours: waiting for its attach to end failed; next sync retries", "eni", e.ID, "err", err)
 		return
@@ -329,7 +329,7 @@ func (p *ENIPool) takeStray(ctx context.Context, e cloud.ENI) {
 	wanted := p.strayWantedLocked()
 	p.mu.Unlock()
 	if wanted {
-		m, err := p.node.WaitMetadata(ctx, e.MAC, []netip.Addr{e.PrimaryIP}, e.IPv6)
+		m, err := p.cloud.WaitMetadata(ctx, e.MAC, []netip.Addr{e.PrimaryIP}, e.IPv6)
 		if err != nil {
 			p.log.Warn("unknown ENI of ours is InUse but metadata does not show it; next sync retries", "eni", e.ID, "err", err)
 			return
@@ -346,7 +346,7 @@ func (p *ENIPool) takeStray(ctx context.Context, e cloud.ENI) {
 		}
 		p.mu.Unlock()
 	}
-	if err := p.node.ReleaseENI(ctx, e.ID); err != nil {
+	if err := p.cloud.ReleaseENI(ctx, e.ID); err != nil {
 		p.events.Warn("DisposeResourceFailed", fmt.Sprintf("release unknown ENI %s: %v", e.ID, err))
 		return
 	}
