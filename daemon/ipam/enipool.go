@@ -439,6 +439,9 @@ func (p *ENIPool) create(ctx context.Context, key string) {
 
 func (p *ENIPool) releaseENILocked(r *eniRes) {
 	r.releasing = true
+	// Only an expired reservation's owner can be left: it holds nothing
+	// now, as in MultiIP.releaseENILocked.
+	p.owners.forget(r)
 	p.ops.start(func(ctx context.Context) {
 		err := p.cloud.ReleaseENI(ctx, r.ip.ENIID)
 		p.mu.Lock()

@@ -453,3 +453,27 @@ func TestPolicyENIPoolWarmUp(t *testing.T) {
 		t.Fatalf("%d creations, want 3", n)
 	}
 }
+
+// An ENI whose sticky reservation has expired and that shrink gives back
+// leaves no owner behind: its owner holds nothing afterwards (it was
+// listed by Owners, and Holds answered with the deleted ENI, so GC's
+// release of it was a no-op every round).
+func TestPolicyENIPoolShrinkForgetsExpiredReservation(t *testing.T) {
+	h := newPolicy(t)
+	p := h.eniPool(h.eniPoolConfig())
+	h.run(p.Run)
+	h.mustAllocate(p.Allocate, "ns/sticky")
+	p.Release("ns/sticky", h.clk.Now().Add(time.Minute))
+	if _, ok := p.Holds("ns/sticky"); !ok {
+		t.Fatal("the reservation is not held")
+	}
+	h.clk.Step(2 * time.Minute)
+	p.Release("ns/other", time.Time{}) // a no-op that kicks the pool to plan
+	h.until("the expired ENI to be released", func() bool { return h.cloud.count("ReleaseENI") == 1 && p.Stats().ENIs == 0 })
+	if _, ok := p.Holds("ns/sticky"); ok {
+		t.Fatal("the owner of the released ENI still holds it")
+	}
+	if o := p.Owners(); len(o) != 0 {
+		t.Fatalf("owners after the release: %v, want none", o)
+	}
+}
