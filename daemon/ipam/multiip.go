@@ -1,6 +1,3 @@
-// Package ipam manages the node's network resources for pods: the
-// shared-ENI address pool of ENIMultiIP mode, whole ENIs of ENIOnly mode
-// and exclusive-ENI pods, and node podCIDR addresses of VPC mode.
 package ipam
 
 import (
