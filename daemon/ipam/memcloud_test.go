@@ -411,23 +411,23 @@ func (h *policy) multiIPConfig() MultiIPConfig {
 func (h *policy) multiIP(cfg MultiIPConfig, holdings ...Holding) *MultiIP {
 	h.t.Helper()
 	p, err := NewMultiIP(cfg, h.cloud, h.vsw, h.clk, nil, nil)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if _, err := p.Restore(context.Background(), holdings); err != nil {
-		h.t.Fatal(err)
-	}
-	h.t.Cleanup(p.Close)
-	return p
+	return restored(h, p, err, holdings)
 }
 
 func (h *policy) eniPool(cfg ENIPoolConfig) *ENIPool {
 	h.t.Helper()
 	p, err := NewENIPool(cfg, h.cloud, h.vsw, h.clk, nil, nil)
+	return restored(h, p, err, nil)
+}
+
+// restored restores the pool p that its constructor returned with err,
+// and closes it when the test ends.
+func restored[P Pool](h *policy, p P, err error, holdings []Holding) P {
+	h.t.Helper()
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if _, err := p.Restore(context.Background(), nil); err != nil {
+	if _, err := p.Restore(context.Background(), holdings); err != nil {
 		h.t.Fatal(err)
 	}
 	h.t.Cleanup(p.Close)
