@@ -27,7 +27,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Latency of ECS/VPC API calls in milliseconds.", Buckets: prometheus.ExponentialBuckets(5, 2, 14)},
 			[]string{"api", "error"}),
 		apiCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "terway_cloud_api_calls_total",
-			Help: "ECS/VPC API calls by action and outcome (Success or the error code)."}, []string{"api", "outcome"}),
+			Help: "ECS/VPC API calls by action and outcome (Success, the error code, TransportError, Degraded, or Canceled when the caller gave up or the daemon stopped)."}, []string{"api", "outcome"}),
 		limiterLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "rate_limiter_latency",
 			Help: "Time API calls waited for the client-side rate limiter in milliseconds.", Buckets: prometheus.ExponentialBuckets(1, 2, 18)},
 			[]string{"api"}),
