@@ -34,7 +34,7 @@ import (
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/internal/plugintest"
 	"github.com/terway-sim/terway/internal/testnetns"
-	"github.com/terway-sim/terway/lab"
+	"github.com/terway-sim/terway/lab/fabric"
 )
 
 const (
@@ -51,10 +51,10 @@ const (
 type labEnv struct {
 	t      *testing.T
 	cloud  *fakecloud.Cloud
-	fabric *lab.Fabric
+	fabric *fabric.Fabric
 	api    *httptest.Server
 	kube   *fake.Clientset
-	ln     *lab.Node
+	ln     *fabric.Node
 	dir    string
 	logs   *logBuffer
 }
@@ -69,7 +69,7 @@ func newLabEnv(t *testing.T) *labEnv {
 	t.Helper()
 	spec := fakecloud.DefaultSpec()
 	spec.AccessKeys = []fakecloud.AccessKeySpec{{ID: testAK, Secret: testSK}}
-	f, err := lab.NewFabric(lab.FabricOptions{Name: fmt.Sprintf("a%04x", rand.IntN(1<<16)), NetNSDir: t.TempDir()})
+	f, err := fabric.NewFabric(fabric.FabricOptions{Name: fmt.Sprintf("a%04x", rand.IntN(1<<16)), NetNSDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,7 @@
 // fakecloud where production has Alibaba Cloud.
 //
 // A Supervisor (what `terway-lab up` leaves running) owns a lab: fakecloud
-// and the VPC fabric (package lab) live in its process; etcd,
+// and the VPC fabric (package lab/fabric) live in its process; etcd,
 // kube-apiserver, kube-controller-manager and kube-scheduler run on
 // 127.0.0.1; every running instance of the emulated world becomes a node:
 // its network namespace from the fabric (ENIs are real interfaces there),

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/terway-sim/terway/lab"
+	"github.com/terway-sim/terway/lab/fabric"
 )
 
 // Down takes the lab in dir down and removes everything it left on the
@@ -39,7 +39,7 @@ func Down(dir string, out io.Writer) error {
 	}
 	killPidFiles(filepath.Join(dir, "pids"))
 	if st.FabricName != "" {
-		if err := lab.Cleanup(st.FabricName, st.NetNSDir); err != nil {
+		if err := fabric.Cleanup(st.FabricName, st.NetNSDir); err != nil {
 			errs = append(errs, fmt.Errorf("remove the fabric's namespaces: %w", err))
 		}
 	}

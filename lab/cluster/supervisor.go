@@ -22,7 +22,7 @@ import (
 
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
-	"github.com/terway-sim/terway/lab"
+	"github.com/terway-sim/terway/lab/fabric"
 	"github.com/terway-sim/terway/lab/routectl"
 )
 
@@ -36,7 +36,7 @@ type Supervisor struct {
 	spec fakecloud.Spec
 
 	procs  *procs
-	fabric *lab.Fabric
+	fabric *fabric.Fabric
 	cloud  *fakecloud.Cloud
 	httpd  *http.Server
 	pki    *pki
@@ -163,7 +163,7 @@ func (s *Supervisor) startCloud(ctx context.Context) error {
 	if err := os.MkdirAll(s.st.NetNSDir, 0o700); err != nil {
 		return err
 	}
-	if s.fabric, err = lab.NewFabric(lab.FabricOptions{Name: s.cfg.Name, NetNSDir: s.st.NetNSDir,
+	if s.fabric, err = fabric.NewFabric(fabric.FabricOptions{Name: s.cfg.Name, NetNSDir: s.st.NetNSDir,
 		Logger: s.log.With("part", "fabric")}); err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ import (
 // Issue 5's acceptance: a pod namespace built by the real stack cannot
 // talk with a source address the cloud assigned to another ENI of its
 // vSwitch, nor with one just unassigned from its own ENI. The fabric's
-// anti-spoofing (lab/antispoof.go) is what stops it; these tests prove it
+// anti-spoofing (lab/fabric/antispoof.go) is what stops it; these tests prove it
 // for the packets the datapaths really emit, and that the drop is the
 // fabric's: the port's anti-spoofing counter rises and the remote
 // listener never accepts the spoofed peer.

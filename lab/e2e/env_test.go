@@ -33,7 +33,7 @@ import (
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/internal/plugintest"
-	"github.com/terway-sim/terway/lab"
+	"github.com/terway-sim/terway/lab/fabric"
 )
 
 const (
@@ -48,7 +48,7 @@ var specVersions = []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"}
 type env struct {
 	t      testing.TB
 	cloud  *fakecloud.Cloud
-	fabric *lab.Fabric
+	fabric *fabric.Fabric
 	api    *httptest.Server
 }
 
@@ -56,7 +56,7 @@ func newEnv(t testing.TB) *env {
 	t.Helper()
 	spec := fakecloud.DefaultSpec()
 	spec.AccessKeys = []fakecloud.AccessKeySpec{{ID: testAK, Secret: testSK}}
-	f, err := lab.NewFabric(lab.FabricOptions{Name: fmt.Sprintf("e%04x", rand.IntN(1<<16)), NetNSDir: t.TempDir()})
+	f, err := fabric.NewFabric(fabric.FabricOptions{Name: fmt.Sprintf("e%04x", rand.IntN(1<<16)), NetNSDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ type node struct {
 	e       *env
 	name    string
 	id      string
-	ln      *lab.Node
+	ln      *fabric.Node
 	kube    *fake.Clientset
 	dir     string
 	mode    mode.Mode

@@ -1,4 +1,4 @@
-// Package lab runs fakecloud's machines as Linux network namespaces: a
+// Package fabric runs fakecloud's machines as Linux network namespaces: a
 // node namespace per instance and one fabric namespace that is the VPC.
 // fakecloud drives it through its hypervisor hook, so interfaces appear
 // and disappear because the cloud attached or detached something, never
@@ -6,7 +6,7 @@
 //
 // # Use
 //
-//	f, err := lab.NewFabric(lab.FabricOptions{Name: "t1", NetNSDir: t.TempDir()})
+//	f, err := fabric.NewFabric(fabric.FabricOptions{Name: "t1", NetNSDir: t.TempDir()})
 //	cloud, err := fakecloud.New(fakecloud.Options{Hypervisor: f, TimeScale: 0.02})
 //	err = f.Serve(cloud.MetadataBySourceHandler(), cloud)
 //	err = cloud.WaitHypervisor(ctx) // the running instances are now nodes
@@ -117,4 +117,4 @@
 // separate fabrics); route entries whose next hop is of the other address
 // family are ignored; vSwitches appear when the first ENI of theirs is
 // plugged.
-package lab
+package fabric
