@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/terway-sim/terway/bench"
+	"github.com/terway-sim/terway/bench/profile"
 )
 
 // parseSets reads repeated --set KEY=VALUE into eni_conf keys. VALUE is
@@ -88,7 +89,7 @@ func writeResult(w io.Writer, dir string, r *bench.Result) error {
 // profileNames lists the built-in profiles for help texts.
 func profileNames() string {
 	var n []string
-	for _, p := range bench.Profiles() {
+	for _, p := range profile.All() {
 		n = append(n, p.Name)
 	}
 	return strings.Join(n, ", ")

@@ -11,13 +11,12 @@ import (
 	"time"
 
 	"github.com/terway-sim/terway/bench"
+	"github.com/terway-sim/terway/bench/report"
+	"github.com/terway-sim/terway/internal/noproxy"
 )
 
 func TestMain(m *testing.M) {
-	// The SDK would send loopback calls through a proxy.
-	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
-		os.Unsetenv(k)
-	}
+	noproxy.Unset()
 	os.Exit(m.Run())
 }
 
@@ -90,7 +89,7 @@ func TestCompareReportCheck(t *testing.T) {
 	if err != nil || !bytes.Contains(md, []byte("cold-burst-6-fast-pool0-8")) {
 		t.Fatalf("summary: %v\n%s", err, md)
 	}
-	if svgs, _ := filepath.Glob(filepath.Join(rep, bench.PlotsDir, "*.svg")); len(svgs) == 0 {
+	if svgs, _ := filepath.Glob(filepath.Join(rep, report.PlotsDir, "*.svg")); len(svgs) == 0 {
 		t.Error("no plots")
 	}
 	if out, err := run(t, "check", "--baseline", dir, "--current", dir); err != nil {
@@ -121,7 +120,7 @@ func TestPeerCommand(t *testing.T) {
 }
 
 // TestFleetCommandWired runs the smallest fleet through the command: the
-// flags reach bench.RunFleet and its result is written.
+// flags reach fleet.Run and its result is written.
 func TestFleetCommandWired(t *testing.T) {
 	dir := t.TempDir()
 	out, err := run(t, "fleet", "--nodes", "2", "--pods-per-node", "3", "--time-scale", "0.25", "--start-jitter", "1s",
