@@ -49,8 +49,8 @@ const (
 // addresses = 210.
 const DefaultInstanceType = "ecs.g7.4xlarge"
 
-// HarnessOptions configure a Harness.
-type HarnessOptions struct {
+// Options configure a Harness.
+type Options struct {
 	// Profile sets fakecloud's delays and per-action latencies; the zero
 	// Profile means the built-in "default".
 	Profile profile.Profile
@@ -92,7 +92,7 @@ type Harness struct {
 	Cloud *fakecloud.Cloud
 	// APIURL is the ECS/VPC endpoint ("http://127.0.0.1:port").
 	APIURL  string
-	opts    HarnessOptions
+	opts    Options
 	scale   float64
 	dir     string
 	api     *http.Server
@@ -103,9 +103,9 @@ type Harness struct {
 	seq   int
 }
 
-// NewHarness starts fakecloud with the harness world and the profile,
+// New starts fakecloud with the harness world and the profile,
 // and serves its API on 127.0.0.1.
-func NewHarness(ctx context.Context, o HarnessOptions) (*Harness, error) {
+func New(ctx context.Context, o Options) (*Harness, error) {
 	if err := checkProxy(); err != nil {
 		return nil, err
 	}
@@ -173,7 +173,7 @@ func checkProxy() error {
 // harnessSpec is the world: one zone, one VPC, a node vSwitch, the pod
 // vSwitches, a static AccessKey for the harness's own calls, and no
 // instances (nodes add theirs).
-func harnessSpec(o HarnessOptions) (fakecloud.Spec, error) {
+func harnessSpec(o Options) (fakecloud.Spec, error) {
 	def := fakecloud.DefaultSpec()
 	s := fakecloud.Spec{RegionID: def.RegionID, AccountID: def.AccountID, Zones: []string{Zone}, VPCs: def.VPCs,
 		SecurityGroups: def.SecurityGroups, Settings: fakecloud.DefaultSettings(),

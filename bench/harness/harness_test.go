@@ -42,7 +42,7 @@ func TestHarnessLeavesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	before := runtime.NumGoroutine()
-	h, err := NewHarness(ctx, HarnessOptions{Profile: builtIn(t, "fast"), Seed: 1, TimeScale: 0.2})
+	h, err := New(ctx, Options{Profile: builtIn(t, "fast"), Seed: 1, TimeScale: 0.2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestNodeConfigDynamic(t *testing.T) {
 // scaled with the run.
 func TestHarnessAppliesProfile(t *testing.T) {
 	slow := builtIn(t, "slow")
-	h, err := NewHarness(context.Background(), HarnessOptions{Profile: slow, Seed: 3, TimeScale: 0.5,
+	h, err := New(context.Background(), Options{Profile: slow, Seed: 3, TimeScale: 0.5,
 		ThrottleWindow: 10 * time.Second, Throttle: map[string]int{"*": 7}})
 	if err != nil {
 		t.Fatal(err)

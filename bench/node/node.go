@@ -178,7 +178,7 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 		return nil, err
 	}
 	wall := time.Now()
-	ho := harness.HarnessOptions{Profile: prof, Seed: o.Seed, TimeScale: o.TimeScale, Logger: o.Logger,
+	ho := harness.Options{Profile: prof, Seed: o.Seed, TimeScale: o.TimeScale, Logger: o.Logger,
 		// At scale s the store's fsync (real time) would weigh 1/s times
 		// its real cost in simulated time: scaled runs skip it.
 		StoreNoSync: o.TimeScale < 1}
@@ -186,7 +186,7 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 		// A vSwitch the other tenant can fill without filling the VPC.
 		ho.PodVSwitches = []fakecloud.VSwitchSpec{{ID: exhaustionVSwitch, CIDR: exhaustionCIDR}}
 	}
-	h, err := harness.NewHarness(ctx, ho)
+	h, err := harness.New(ctx, ho)
 	if err != nil {
 		return nil, err
 	}

@@ -30,7 +30,7 @@ import (
 // the watermark by default). Cilium's limiter is one for the operator,
 // which allocates for every node; ours are per daemon (rate_limit, set
 // to QPS) and, to keep Cilium's shape, one shared bucket in front of the
-// API (harness.HarnessOptions.SharedQPS). Cilium's m4.large (2 vCPU, 8 GiB) is
+// API (harness.Options.SharedQPS). Cilium's m4.large (2 vCPU, 8 GiB) is
 // our ecs.g7.large. Workers is how many nodes are brought up at once
 // (daemon start and allocation until the node has what it needs): the
 // role of the node manager's parallel workers, which Cilium's current
@@ -116,7 +116,7 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 	}
 	wall := time.Now()
 	prof := profile.FixedDelay(o.Delay)
-	h, err := harness.NewHarness(ctx, harness.HarnessOptions{Profile: prof, Seed: o.Seed, TimeScale: o.TimeScale, SharedQPS: o.QPS,
+	h, err := harness.New(ctx, harness.Options{Profile: prof, Seed: o.Seed, TimeScale: o.TimeScale, SharedQPS: o.QPS,
 		SharedBurst: o.Burst, StoreNoSync: true, Logger: o.Logger})
 	if err != nil {
 		return nil, err
