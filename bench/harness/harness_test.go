@@ -20,11 +20,6 @@ import (
 	"github.com/terway-sim/terway/internal/testwait"
 )
 
-func TestMain(m *testing.M) {
-	noproxy.Unset()
-	os.Exit(m.Run())
-}
-
 // builtIn returns the built-in profile called name.
 func builtIn(t *testing.T, name string) profile.Profile {
 	t.Helper()
@@ -165,4 +160,11 @@ func TestHarnessAppliesProfile(t *testing.T) {
 	if h.Real(10*time.Second) != 5*time.Second || h.Sim(time.Second) != 2*time.Second {
 		t.Errorf("time conversion: %v %v", h.Real(10*time.Second), h.Sim(time.Second))
 	}
+}
+
+// TestMain keeps an HTTP proxy from carrying the SDK's loopback calls
+// to fakecloud.
+func TestMain(m *testing.M) {
+	noproxy.Unset()
+	os.Exit(m.Run())
 }

@@ -11,11 +11,6 @@ import (
 	"github.com/terway-sim/terway/internal/noproxy"
 )
 
-func TestMain(m *testing.M) {
-	noproxy.Unset()
-	os.Exit(m.Run())
-}
-
 func runNodeT(t *testing.T, o Options) *bench.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -118,4 +113,11 @@ func TestNodeColdBurstResult(t *testing.T) {
 			t.Errorf("series %s missing or empty", name)
 		}
 	}
+}
+
+// TestMain keeps an HTTP proxy from carrying the SDK's loopback calls
+// to fakecloud.
+func TestMain(m *testing.M) {
+	noproxy.Unset()
+	os.Exit(m.Run())
 }

@@ -44,34 +44,26 @@ func ParsePool(s string) (PoolPolicy, error) {
 	if p.MaxPoolSize, err = strconv.Atoi(maxS); err != nil || p.MaxPoolSize < 0 {
 		return PoolPolicy{}, fmt.Errorf("pool %q: max %q is not a count", s, maxS)
 	}
+	// The keys after MIN/MAX, by the field they set.
+	durations := map[string]*time.Duration{"reclaim": &p.IdleReclaimAfter, "reclaim-interval": &p.IdleReclaimInterval}
+	counts := map[string]*int{"reclaim-batch": &p.IdleReclaimBatch, "min-eni": &p.MinENI}
 	for _, kv := range parts[1:] {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
 			return PoolPolicy{}, fmt.Errorf("pool %q: %q is not key=value", s, kv)
 		}
-		switch k {
-		case "reclaim", "reclaim-interval":
-			d, err := time.ParseDuration(v)
-			if err != nil || d < 0 {
+		if d, ok := durations[k]; ok {
+			if *d, err = time.ParseDuration(v); err != nil || *d < 0 {
 				return PoolPolicy{}, fmt.Errorf("pool %q: %s=%q is not a duration", s, k, v)
 			}
-			if k == "reclaim" {
-				p.IdleReclaimAfter = d
-			} else {
-				p.IdleReclaimInterval = d
-			}
-		case "reclaim-batch", "min-eni":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 {
-				return PoolPolicy{}, fmt.Errorf("pool %q: %s=%q is not a count", s, k, v)
-			}
-			if k == "min-eni" {
-				p.MinENI = n
-			} else {
-				p.IdleReclaimBatch = n
-			}
-		default:
+			continue
+		}
+		n, ok := counts[k]
+		if !ok {
 			return PoolPolicy{}, fmt.Errorf("pool %q: unknown key %q (reclaim, reclaim-interval, reclaim-batch, min-eni)", s, k)
+		}
+		if *n, err = strconv.Atoi(v); err != nil || *n < 0 {
+			return PoolPolicy{}, fmt.Errorf("pool %q: %s=%q is not a count", s, k, v)
 		}
 	}
 	return p, nil

@@ -128,6 +128,12 @@ func (r *nodeRun) coldBurst(ctx context.Context) (int, error) {
 	if err := r.addPods(ctx, names); err != nil {
 		return 0, err
 	}
+	return r.measuredBurst(ctx, names)
+}
+
+// measuredBurst is the measured part of a burst of Pods pods: recorded
+// from the first ADD until the pool settled again.
+func (r *nodeRun) measuredBurst(ctx context.Context, names []string) (int, error) {
 	r.startRecorder(ctx)
 	if _, err := r.burst(ctx, names, r.rec); err != nil {
 		return 0, err
@@ -304,13 +310,7 @@ func (r *nodeRun) throttled(ctx context.Context) (int, error) {
 	if err := sleepUntil(ctx, time.Unix(0, next).Add(time.Millisecond)); err != nil {
 		return 0, err
 	}
-	r.startRecorder(ctx)
-	if _, err := r.burst(ctx, names, r.rec); err != nil {
-		return 0, err
-	}
-	err := r.settle(ctx)
-	r.rec.end(ctx)
-	return r.o.Pods, err
+	return r.measuredBurst(ctx, names)
 }
 
 // lowerBound is the shortest time the budgets allow for the calls the

@@ -60,32 +60,16 @@ type Options struct {
 }
 
 func (o *Options) defaults() error {
-	if o.Delay <= 0 {
-		o.Delay = 20 * time.Millisecond
-	}
-	if o.Workers <= 0 {
-		o.Workers = 10
-	}
-	if o.Nodes <= 0 {
-		o.Nodes = 20
-	}
-	if o.QPS <= 0 {
-		o.QPS = 100
-	}
-	if o.Burst <= 0 {
-		o.Burst = 4
-	}
-	if o.MinAllocate <= 0 {
-		o.MinAllocate = 10
-	}
-	if o.PreAllocate <= 0 {
-		o.PreAllocate = 1
-	}
+	orDefault(&o.Delay, 20*time.Millisecond)
+	orDefault(&o.Workers, 10)
+	orDefault(&o.Nodes, 20)
+	orDefault(&o.QPS, 100)
+	orDefault(&o.Burst, 4)
+	orDefault(&o.MinAllocate, 10)
+	orDefault(&o.PreAllocate, 1)
+	orDefault(&o.TimeScale, 1)
 	if o.InstanceType == "" {
 		o.InstanceType = "ecs.g7.large"
-	}
-	if o.TimeScale <= 0 {
-		o.TimeScale = 1
 	}
 	if o.Name == "" {
 		o.Name = fmt.Sprintf("alloc-delay%d-workers%d-nodes%d", o.Delay.Milliseconds(), o.Workers, o.Nodes)
@@ -94,6 +78,13 @@ func (o *Options) defaults() error {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return nil
+}
+
+// orDefault sets *v to def unless *v is positive.
+func orDefault[T int | float64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // peerDaemonConfig is the nodes' eni_conf: the needed addresses as the

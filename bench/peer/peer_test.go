@@ -11,11 +11,6 @@ import (
 	"github.com/terway-sim/terway/internal/noproxy"
 )
 
-func TestMain(m *testing.M) {
-	noproxy.Unset()
-	os.Exit(m.Run())
-}
-
 // TestPeerWorkersChangeBehaviour is what Cilium's Worker{1,10,50}
 // variants no longer show: one worker brings the nodes up one after the
 // other, ten overlap them. The calls are the same; the time is not.
@@ -51,4 +46,11 @@ func TestPeerWorkersChangeBehaviour(t *testing.T) {
 	if one.Metrics.Nodes != 6 || one.Params["workers"] != 1 || one.Run.Daemon["min_pool_size"] != 10 || one.Kind != "peer" {
 		t.Errorf("result: %+v %v %v", one.Metrics, one.Params, one.Run.Daemon)
 	}
+}
+
+// TestMain keeps an HTTP proxy from carrying the SDK's loopback calls
+// to fakecloud.
+func TestMain(m *testing.M) {
+	noproxy.Unset()
+	os.Exit(m.Run())
 }

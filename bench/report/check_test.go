@@ -50,14 +50,10 @@ func TestCheckIdenticalPasses(t *testing.T) {
 		t.Errorf("identical results: missing %v extra %v notes %v", rep.Missing, rep.Extra, rep.Notes)
 	}
 	// Every result was compared on its call counts.
-	for _, want := range []string{
+	contains(t, "report", out,
 		"bench check: PASS (tolerance 10%",
 		"node/cold-burst-100", "calls: DescribeNetworkInterfaces", "fleet/fleet-1000x30", "ratio to lower bound",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("report lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	// Identical results pass even with no tolerance at all.
 	if rep, _ := checkReport(t, base, cloneResults(t, base), 0); rep.Failed() {
 		t.Error("identical results failed with tolerance 0")
@@ -170,11 +166,7 @@ func TestCheckTimingOnlyChangesPass(t *testing.T) {
 			t.Errorf("%s ratio %v, want %v", fig, ratios[fig], want)
 		}
 	}
-	for _, want := range []string{"Timing figures", "CURRENT/BASELINE", "2.00×", "3.00×", "0.50×"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("report lacks %q:\n%s", want, out)
-		}
-	}
+	contains(t, "report", out, "Timing figures", "CURRENT/BASELINE", "2.00×", "3.00×", "0.50×")
 }
 
 func TestCheckMissingAndExtraResults(t *testing.T) {
@@ -193,11 +185,7 @@ func TestCheckMissingAndExtraResults(t *testing.T) {
 	if len(rep.Extra) != 1 || rep.Extra[0] != "node/cold-burst-500" {
 		t.Errorf("extra %v", rep.Extra)
 	}
-	for _, want := range []string{"bench check: FAIL", "FAIL: fleet/fleet-1000x30 is in the baseline but did not run", "note: node/cold-burst-500 has no baseline"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("report lacks %q:\n%s", want, out)
-		}
-	}
+	contains(t, "report", out, "bench check: FAIL", "FAIL: fleet/fleet-1000x30 is in the baseline but did not run", "note: node/cold-burst-500 has no baseline")
 	// An extra result alone does not fail the gate.
 	if rep, _ := checkReport(t, base, append(cloneResults(t, base), extra), 0.10); rep.Failed() {
 		t.Error("extra result failed the gate")

@@ -37,7 +37,7 @@ func section(t *testing.T, md, id string) string {
 func TestWriteMarkdownResultSections(t *testing.T) {
 	md := renderMarkdown(t, benchtest.All())
 	cold := section(t, md, "node/cold-burst-100")
-	for _, want := range []string{
+	contains(t, "cold burst section", cold,
 		"```sh\nterway-bench node --scenario cold-burst --pods 100 --seed 1 --profile default && echo done\n```",
 		"| profile | default |",
 		"| seed | 1 |",
@@ -65,11 +65,7 @@ func TestWriteMarkdownResultSections(t *testing.T) {
 		"[AllocIP latency CDF](plots/node-cold-burst-100-latency-cdf.svg)",
 		"[Pods with an IP over time](plots/node-cold-burst-100-pods-ready.svg)",
 		"[Cloud calls over time](plots/node-cold-burst-100-calls.svg)",
-	} {
-		if !strings.Contains(cold, want) {
-			t.Errorf("cold burst section lacks %q:\n%s", want, cold)
-		}
-	}
+	)
 	// Figures that do not apply to a single node are left out.
 	for _, absent := range []string{"ratio to lower bound", "memory per daemon", "| nodes |", "throttled.svg", "calls per node", "failed AllocIP"} {
 		if strings.Contains(cold, absent) {
@@ -77,15 +73,11 @@ func TestWriteMarkdownResultSections(t *testing.T) {
 		}
 	}
 	fleet := section(t, md, "fleet/fleet-1000x30")
-	for _, want := range []string{
+	contains(t, "fleet section", fleet,
 		"| nodes | 1000 |", "| ratio to lower bound | 1.50× |", "| lower bound | 6.67 min |",
 		"| memory per daemon † | 1.25 MiB |", "| throttled calls | 150 |", "| calls per node | 10.00 |",
 		"| Action | Calls | Per pod |\n",
-	} {
-		if !strings.Contains(fleet, want) {
-			t.Errorf("fleet section lacks %q:\n%s", want, fleet)
-		}
-	}
+	)
 	if strings.Contains(fleet, "AllocIP p50") {
 		t.Errorf("fleet section shows AllocIP latency it did not measure")
 	}
@@ -101,7 +93,7 @@ func TestWriteMarkdownComparison(t *testing.T) {
 		t.Fatalf("no warm-churn comparison:\n%s", md)
 	}
 	cmp, _, _ = strings.Cut(cmp, "\n### ")
-	for _, want := range []string{
+	contains(t, "comparison", cmp,
 		"| | warm-churn-min0 | warm-churn-min10 |",
 		"| **daemon min\\_pool\\_size** | 0 | 10 |",
 		"| calls per pod | 2.00 | 1.00 |",
@@ -110,11 +102,7 @@ func TestWriteMarkdownComparison(t *testing.T) {
 		"| failed AllocIP attempts (retried) † | 3 | 3 |",
 		"![Scenario warm-churn: AllocIP latency CDF](plots/compare-warm-churn-latency-cdf.svg)",
 		"(plots/compare-warm-churn-calls.svg)",
-	} {
-		if !strings.Contains(cmp, want) {
-			t.Errorf("comparison lacks %q:\n%s", want, cmp)
-		}
-	}
+	)
 	// Settings every compared run shares are not rows of the comparison.
 	if strings.Contains(cmp, "max\\_pool\\_size") || strings.Contains(cmp, "**seed**") {
 		t.Errorf("comparison lists settings that do not differ:\n%s", cmp)
@@ -157,15 +145,11 @@ func TestWriteMarkdownEscapes(t *testing.T) {
 	r.Command = "run ```weird``` | tee out"
 	r.Params = map[string]any{"filter": "x|y"}
 	md := renderMarkdown(t, []*bench.Result{r})
-	for _, want := range []string{
+	contains(t, "Markdown", md,
 		"| node/a\\|b\\_\\*c\\* |",
 		"````sh\nrun ```weird``` | tee out\n````",
 		"`filter=x\\|y`",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("Markdown lacks %q:\n%s", want, md)
-		}
-	}
+	)
 }
 
 func TestWriteMarkdownEmptyAndInvalid(t *testing.T) {
@@ -186,7 +170,7 @@ func TestWriteMarkdownNestedSettings(t *testing.T) {
 	}
 	b.Command = ""
 	md := renderMarkdown(t, []*bench.Result{a, b})
-	for _, want := range []string{
+	contains(t, "Markdown", md,
 		// Only the nested leaf that differs is a comparison row.
 		"| **throttle.CreateNetworkInterface** | 100 | 200 |",
 		// Nested values are flattened in the settings table, not inlined.
@@ -194,12 +178,19 @@ func TestWriteMarkdownNestedSettings(t *testing.T) {
 		"| throttle.\\* | 500 |",
 		"| daemon backoff\\_override.\"\".Steps | 6 |",
 		"### node/warm-churn-min10\n\nCommand: not recorded.\n",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("Markdown lacks %q:\n%s", want, md)
-		}
-	}
+	)
 	if strings.Contains(md, "**throttle.\\***") || strings.Contains(md, "**daemon backoff") {
 		t.Errorf("settings equal in both runs listed as differing:\n%s", md)
+	}
+}
+
+// contains fails the test for every one of wants that text lacks; what
+// names the text in the failure.
+func contains(t *testing.T, what, text string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(text, w) {
+			t.Errorf("%s lacks %q:\n%s", what, w, text)
+		}
 	}
 }
