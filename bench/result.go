@@ -1,9 +1,9 @@
-// Package bench runs the project's allocation benchmarks and its fleet
-// simulation against fakecloud, offline and reproducibly, and renders
-// their results (JSON, Markdown, SVG plots). See bench/README.md.
 package bench
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // SchemaVersion is the version of the JSON result format. It changes
 // only when a field changes meaning or goes away; new fields may be added
@@ -78,7 +78,8 @@ type Metrics struct {
 	// an address.
 	TimeToAllMs float64 `json:"timeToAllMs"`
 	// Calls by cloud action (all outcomes), throttled calls, and the
-	// mutating calls (create/attach/detach/delete/assign/unassign).
+	// mutating calls (create/attach/detach/delete/assign/unassign: see
+	// IsMutating).
 	CallsByAction  map[string]int64 `json:"callsByAction"`
 	Throttled      int64            `json:"throttled"`
 	MutatingCalls  int64            `json:"mutatingCalls"`
@@ -120,3 +121,13 @@ type Series struct {
 	XLabel string    `json:"xLabel,omitempty"`
 	YLabel string    `json:"yLabel,omitempty"`
 }
+
+// mutatingActions are the cloud actions that change the world; "mutating
+// calls (per pod)" count them.
+var mutatingActions = []string{"CreateNetworkInterface", "AttachNetworkInterface", "DetachNetworkInterface",
+	"DeleteNetworkInterface", "AssignPrivateIpAddresses", "UnassignPrivateIpAddresses", "AssignIpv6Addresses",
+	"UnassignIpv6Addresses"}
+
+// IsMutating reports whether a cloud action changes the world, that is
+// whether Metrics.MutatingCalls counts it.
+func IsMutating(action string) bool { return slices.Contains(mutatingActions, action) }

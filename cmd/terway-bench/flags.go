@@ -12,44 +12,45 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/terway-sim/terway/bench"
+	"github.com/terway-sim/terway/bench/profile"
 )
 
 // parseSets reads repeated --set KEY=VALUE into eni_conf keys. VALUE is
 // JSON when it parses as JSON ("5", "true", "{…}"), else a string
 // ("30s").
 func parseSets(sets []string) (map[string]any, error) {
-	if len(sets) == 0 {
-		return nil, nil
-	}
-	out := map[string]any{}
-	for _, s := range sets {
-		k, v, ok := strings.Cut(s, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("--set %q: want KEY=VALUE", s)
-		}
+	return parsePairs(sets, "--set %q: want KEY=VALUE", func(v string) (any, bool) {
 		var j any
-		if err := json.Unmarshal([]byte(v), &j); err == nil {
-			out[k] = j
-		} else {
-			out[k] = v
+		if err := json.Unmarshal([]byte(v), &j); err != nil {
+			return v, true
 		}
-	}
-	return out, nil
+		return j, true
+	})
 }
 
 // parseBudgets reads repeated --throttle ACTION=N.
 func parseBudgets(ts []string) (map[string]int, error) {
-	if len(ts) == 0 {
+	return parsePairs(ts, "--throttle %q: want ACTION=CALLS_PER_WINDOW (\"*\" for the rest)", func(v string) (int, bool) {
+		n, err := strconv.Atoi(v)
+		return n, err == nil && n >= 0
+	})
+}
+
+// parsePairs reads repeated KEY=VALUE flags, each VALUE through value;
+// nil when none was given. An item without a key or whose value is not
+// valid is an error, bad being its format with the item as argument.
+func parsePairs[V any](items []string, bad string, value func(string) (V, bool)) (map[string]V, error) {
+	if len(items) == 0 {
 		return nil, nil
 	}
-	out := map[string]int{}
-	for _, t := range ts {
-		k, v, ok := strings.Cut(t, "=")
-		n, err := strconv.Atoi(v)
-		if !ok || k == "" || err != nil || n < 0 {
-			return nil, fmt.Errorf("--throttle %q: want ACTION=CALLS_PER_WINDOW (\"*\" for the rest)", t)
+	out := map[string]V{}
+	for _, it := range items {
+		k, v, ok := strings.Cut(it, "=")
+		val, valid := value(v)
+		if !ok || k == "" || !valid {
+			return nil, fmt.Errorf(bad, it)
 		}
-		out[k] = n
+		out[k] = val
 	}
 	return out, nil
 }
@@ -88,7 +89,7 @@ func writeResult(w io.Writer, dir string, r *bench.Result) error {
 // profileNames lists the built-in profiles for help texts.
 func profileNames() string {
 	var n []string
-	for _, p := range bench.Profiles() {
+	for _, p := range profile.All() {
 		n = append(n, p.Name)
 	}
 	return strings.Join(n, ", ")

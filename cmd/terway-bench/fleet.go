@@ -7,13 +7,14 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/terway-sim/terway/bench"
+	"github.com/terway-sim/terway/bench/fleet"
+	"github.com/terway-sim/terway/bench/profile"
 )
 
 func newFleetCommand(g *globals) *cobra.Command {
 	var (
-		o        bench.FleetOptions
-		profile  string
+		o        fleet.Options
+		prof     string
 		sets     []string
 		throttle []string
 		out      string
@@ -25,7 +26,7 @@ func newFleetCommand(g *globals) *cobra.Command {
   terway-bench fleet --nodes 100 --pods-per-node 30 --throttle CreateNetworkInterface=300 --out /tmp/r`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := bench.ProfileByName(profile)
+			p, err := profile.ByName(prof)
 			if err != nil {
 				return err
 			}
@@ -40,14 +41,14 @@ func newFleetCommand(g *globals) *cobra.Command {
 				return err
 			}
 			o.Profile, o.Command, o.Logger, o.DaemonLogger = p, g.command, log, log
-			r, runErr := bench.RunFleet(cmd.Context(), o)
+			r, runErr := fleet.Run(cmd.Context(), o)
 			if r == nil {
 				return runErr
 			}
 			if err := writeResult(g.stdout, out, r); err != nil {
 				return errors.Join(runErr, err)
 			}
-			if errors.Is(runErr, bench.ErrFleetPodsFailed) {
+			if errors.Is(runErr, fleet.ErrPodsFailed) {
 				return fmt.Errorf("%s: %w", r.Name, runErr)
 			}
 			return runErr
@@ -58,7 +59,7 @@ func newFleetCommand(g *globals) *cobra.Command {
 	f.IntVar(&o.PodsPerNode, "pods-per-node", 30, "pods each node starts")
 	f.Int64Var(&o.Seed, "seed", 1, "seed of fakecloud and of the fleet's jitter")
 	f.Float64Var(&o.TimeScale, "time-scale", 1, "real time per simulated time, in (0, 1]; below about 0.5 a 1,000-node fleet outruns this machine and the figures stop being invariant")
-	f.StringVar(&profile, "profile", "default", "cloud latency profile: "+profileNames())
+	f.StringVar(&prof, "profile", "default", "cloud latency profile: "+profileNames())
 	f.DurationVar(&o.StartJitter, "start-jitter", 10*time.Second, "daemons start spread over this span")
 	f.StringVar(&o.InstanceType, "instance-type", "", "ECS type of every node (default: the smallest that fits)")
 	f.StringArrayVar(&sets, "set", nil, "eni_conf KEY=VALUE for every daemon, simulated time (repeatable)")

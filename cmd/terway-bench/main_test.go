@@ -11,13 +11,12 @@ import (
 	"time"
 
 	"github.com/terway-sim/terway/bench"
+	"github.com/terway-sim/terway/bench/report"
+	"github.com/terway-sim/terway/internal/noproxy"
 )
 
 func TestMain(m *testing.M) {
-	// The SDK would send loopback calls through a proxy.
-	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
-		os.Unsetenv(k)
-	}
+	noproxy.Unset()
 	os.Exit(m.Run())
 }
 
@@ -31,35 +30,37 @@ func run(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
-func readDir(t *testing.T, dir string) []*bench.Result {
+// runResults runs terway-bench with args and --out into a new directory,
+// fails the test if the command fails, and returns its stdout, the
+// directory and the results in it.
+func runResults(t *testing.T, args ...string) (out, dir string, rs []*bench.Result) {
 	t.Helper()
-	rs, err := bench.ReadResults(dir)
+	dir = t.TempDir()
+	out, err := run(t, append(args, "--out", dir)...)
 	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if rs, err = bench.ReadResults(dir); err != nil {
 		t.Fatal(err)
 	}
-	return rs
+	return out, dir, rs
 }
 
 // TestNodeWritesResult runs a small node benchmark through the command
 // and checks the file it writes: the exact command line, the pool and
 // --set keys in the daemon configuration.
 func TestNodeWritesResult(t *testing.T) {
-	dir := t.TempDir()
 	args := []string{"node", "--scenario", "cold-burst", "--pods", "6", "--profile", "fast", "--seed", "3", "--time-scale", "0.25",
-		"--pool", "2/5", "--set", "ip_batch_window=100ms", "--out", dir}
-	out, err := run(t, args...)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+		"--pool", "2/5", "--set", "ip_batch_window=100ms"}
+	out, dir, rs := runResults(t, args...)
 	if !strings.Contains(out, "cold-burst-6-fast-pool2-5: pods 6 (failed 0)") {
 		t.Errorf("summary: %s", out)
 	}
-	rs := readDir(t, dir)
 	if len(rs) != 1 {
 		t.Fatalf("%d results", len(rs))
 	}
 	r := rs[0]
-	if want := "terway-bench " + strings.Join(args, " "); r.Command != want {
+	if want := "terway-bench " + strings.Join(args, " ") + " --out " + dir; r.Command != want {
 		t.Errorf("command %q, want %q", r.Command, want)
 	}
 	if r.Name != "cold-burst-6-fast-pool2-5" || r.Run.Seed != 3 || r.Run.TimeScale != 0.25 || r.Run.Profile != "fast" ||
@@ -72,13 +73,8 @@ func TestNodeWritesResult(t *testing.T) {
 // the report, and the gate passing on itself and failing on a changed
 // baseline.
 func TestCompareReportCheck(t *testing.T) {
-	dir := t.TempDir()
-	out, err := run(t, "compare", "--scenario", "cold-burst", "--pods", "6", "--profile", "fast", "--time-scale", "0.25",
-		"--pool", "0/0", "--pool", "0/8", "--out", dir)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	rs := readDir(t, dir)
+	_, dir, rs := runResults(t, "compare", "--scenario", "cold-burst", "--pods", "6", "--profile", "fast", "--time-scale", "0.25",
+		"--pool", "0/0", "--pool", "0/8")
 	if len(rs) != 2 || rs[0].Name != "cold-burst-6-fast-pool0-0" || rs[1].Name != "cold-burst-6-fast-pool0-8" {
 		t.Fatalf("results: %d", len(rs))
 	}
@@ -90,7 +86,7 @@ func TestCompareReportCheck(t *testing.T) {
 	if err != nil || !bytes.Contains(md, []byte("cold-burst-6-fast-pool0-8")) {
 		t.Fatalf("summary: %v\n%s", err, md)
 	}
-	if svgs, _ := filepath.Glob(filepath.Join(rep, bench.PlotsDir, "*.svg")); len(svgs) == 0 {
+	if svgs, _ := filepath.Glob(filepath.Join(rep, report.PlotsDir, "*.svg")); len(svgs) == 0 {
 		t.Error("no plots")
 	}
 	if out, err := run(t, "check", "--baseline", dir, "--current", dir); err != nil {
@@ -109,27 +105,17 @@ func TestCompareReportCheck(t *testing.T) {
 }
 
 func TestPeerCommand(t *testing.T) {
-	dir := t.TempDir()
-	out, err := run(t, "peer", "--delay", "5ms", "--workers", "2", "--nodes", "2", "--out", dir)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	rs := readDir(t, dir)
+	_, _, rs := runResults(t, "peer", "--delay", "5ms", "--workers", "2", "--nodes", "2")
 	if len(rs) != 1 || rs[0].Kind != "peer" || rs[0].Name != "alloc-delay5-workers2-nodes2" || rs[0].Metrics.Nodes != 2 {
 		t.Fatalf("%+v", rs)
 	}
 }
 
 // TestFleetCommandWired runs the smallest fleet through the command: the
-// flags reach bench.RunFleet and its result is written.
+// flags reach fleet.Run and its result is written.
 func TestFleetCommandWired(t *testing.T) {
-	dir := t.TempDir()
-	out, err := run(t, "fleet", "--nodes", "2", "--pods-per-node", "3", "--time-scale", "0.25", "--start-jitter", "1s",
-		"--profile", "fast", "--name", "tiny", "--out", dir)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	rs := readDir(t, dir)
+	_, _, rs := runResults(t, "fleet", "--nodes", "2", "--pods-per-node", "3", "--time-scale", "0.25", "--start-jitter", "1s",
+		"--profile", "fast", "--name", "tiny")
 	if len(rs) != 1 || rs[0].Kind != "fleet" || rs[0].Name != "tiny" || rs[0].Metrics.Pods != 6 || !strings.HasPrefix(rs[0].Command, "terway-bench fleet") {
 		t.Fatalf("%+v", rs[0])
 	}

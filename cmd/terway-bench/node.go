@@ -8,7 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/terway-sim/terway/bench"
+	"github.com/terway-sim/terway/bench/harness"
+	"github.com/terway-sim/terway/bench/node"
 )
 
 // nodeFlags are the flags of node and compare.
@@ -38,12 +39,12 @@ type nodeFlags struct {
 
 func (f *nodeFlags) register(cmd *cobra.Command, poolHelp string) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.scenario, "scenario", bench.ScenarioColdBurst, "scenario: "+strings.Join(bench.Scenarios(), ", "))
+	fl.StringVar(&f.scenario, "scenario", node.ScenarioColdBurst, "scenario: "+strings.Join(node.Scenarios(), ", "))
 	fl.IntVar(&f.pods, "pods", 100, "pods of the burst (cold-burst, exhaustion, throttled) or running throughout (warm-churn)")
 	fl.StringVar(&f.profile, "profile", "default", "cloud latency profile: "+profileNames())
 	fl.Int64Var(&f.seed, "seed", 1, "seed of fakecloud (IDs, latency jitter) and of the churn")
 	fl.Float64Var(&f.timeScale, "time-scale", 1, "real time per simulated time (0.1 runs ten times faster; results are in simulated time)")
-	fl.StringVar(&f.instanceType, "instance-type", bench.DefaultInstanceType, "ECS instance type of the node")
+	fl.StringVar(&f.instanceType, "instance-type", harness.DefaultInstanceType, "ECS instance type of the node")
 	fl.StringArrayVar(&f.pools, "pool", nil, poolHelp)
 	fl.StringArrayVar(&f.sets, "set", nil, "eni_conf KEY=VALUE over the pool's keys, simulated time (repeatable; VALUE is JSON or a string)")
 	fl.DurationVar(&f.duration, "duration", 0, "warm-churn: how long the churn runs (default 2m)")
@@ -62,23 +63,23 @@ func (f *nodeFlags) register(cmd *cobra.Command, poolHelp string) {
 }
 
 // options turns the flags into one run's options with pool p.
-func (f *nodeFlags) options(g *globals, p bench.PoolPolicy) (bench.NodeOptions, error) {
+func (f *nodeFlags) options(g *globals, p node.PoolPolicy) (node.Options, error) {
 	sets, err := parseSets(f.sets)
 	if err != nil {
-		return bench.NodeOptions{}, err
+		return node.Options{}, err
 	}
 	budgets, err := parseBudgets(f.throttle)
 	if err != nil {
-		return bench.NodeOptions{}, err
+		return node.Options{}, err
 	}
 	log, err := g.logger()
 	if err != nil {
-		return bench.NodeOptions{}, err
+		return node.Options{}, err
 	}
 	if f.timeScale <= 0 || f.timeScale > 1 {
-		return bench.NodeOptions{}, fmt.Errorf("--time-scale %v must be in (0, 1]", f.timeScale)
+		return node.Options{}, fmt.Errorf("--time-scale %v must be in (0, 1]", f.timeScale)
 	}
-	return bench.NodeOptions{Scenario: f.scenario, Pods: f.pods, Profile: f.profile, Seed: f.seed, TimeScale: f.timeScale,
+	return node.Options{Scenario: f.scenario, Pods: f.pods, Profile: f.profile, Seed: f.seed, TimeScale: f.timeScale,
 		InstanceType: f.instanceType, Pool: p, Daemon: sets, Duration: f.duration, Interval: f.interval, MaxWave: f.maxWave, Tail: f.tail,
 		Free: f.free, RecoverAfter: f.recoverAfter, ThrottleWindow: f.throttleWindow, Throttle: budgets,
 		RetryEvery: f.retryEvery, Deadline: f.deadline, SampleEvery: f.sampleEvery, Name: f.name, Command: g.command,
@@ -97,10 +98,10 @@ func newNodeCommand(g *globals) *cobra.Command {
 			if len(f.pools) > 1 {
 				return errors.New("node takes one --pool; use compare for several")
 			}
-			p := bench.DefaultPool
+			p := node.DefaultPool
 			if len(f.pools) == 1 {
 				var err error
-				if p, err = bench.ParsePool(f.pools[0]); err != nil {
+				if p, err = node.ParsePool(f.pools[0]); err != nil {
 					return err
 				}
 			}
@@ -115,8 +116,8 @@ func newNodeCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
-func runNode(cmd *cobra.Command, g *globals, o bench.NodeOptions, out string) error {
-	r, err := bench.RunNode(cmd.Context(), o)
+func runNode(cmd *cobra.Command, g *globals, o node.Options, out string) error {
+	r, err := node.Run(cmd.Context(), o)
 	if err != nil {
 		return err
 	}
@@ -148,7 +149,7 @@ by side.`,
 			}
 			var errs []error
 			for _, s := range f.pools {
-				p, err := bench.ParsePool(s)
+				p, err := node.ParsePool(s)
 				if err != nil {
 					return err
 				}

@@ -5,12 +5,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/terway-sim/terway/bench"
+	"github.com/terway-sim/terway/bench/peer"
 )
 
 func newPeerCommand(g *globals) *cobra.Command {
 	var (
-		o   bench.PeerOptions
+		o   peer.Options
 		out string
 	)
 	cmd := &cobra.Command{
@@ -19,7 +19,7 @@ func newPeerCommand(g *globals) *cobra.Command {
 		Long: `peer brings up --nodes nodes, --workers at a time, each needing
 max(--min-allocate, --pre-allocate) addresses (our min_pool_size), with every
 API call taking --delay and all calls sharing one --qps/--burst limiter, and
-times until every node has what it needs (see bench.PeerOptions for how
+times until every node has what it needs (see peer.Options for how
 Cilium's terms map to ours).`,
 		Example: `  terway-bench peer --delay 20ms --workers 10 --nodes 50 --out bench/results`,
 		Args:    cobra.NoArgs,
@@ -29,7 +29,7 @@ Cilium's terms map to ours).`,
 				return err
 			}
 			o.Command, o.Logger = g.command, log
-			r, err := bench.RunPeer(cmd.Context(), o)
+			r, err := peer.Run(cmd.Context(), o)
 			if err != nil {
 				return err
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/terway-sim/terway/bench"
+	"github.com/terway-sim/terway/bench/report"
 )
 
 // summaryFile is the Markdown summary report writes into --out.
@@ -33,24 +34,24 @@ func newReportCommand(g *globals) *cobra.Command {
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return fmt.Errorf("--out: %w", err)
 			}
-			plots, err := bench.WritePlots(filepath.Join(out, bench.PlotsDir), rs)
+			plots, err := report.WritePlots(filepath.Join(out, report.PlotsDir), rs)
 			if err != nil {
 				return err
 			}
 			var md bytes.Buffer
-			if err := bench.WriteMarkdown(&md, rs); err != nil {
+			if err := report.WriteMarkdown(&md, rs); err != nil {
 				return err
 			}
 			path := filepath.Join(out, summaryFile)
 			if err := os.WriteFile(path, md.Bytes(), 0o644); err != nil {
 				return fmt.Errorf("write %s: %w", path, err)
 			}
-			fmt.Fprintf(g.stdout, "%d results: %s and %d plots in %s\n", len(rs), path, len(plots), filepath.Join(out, bench.PlotsDir))
+			fmt.Fprintf(g.stdout, "%d results: %s and %d plots in %s\n", len(rs), path, len(plots), filepath.Join(out, report.PlotsDir))
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&in, "in", "bench/results", "directory of JSON results")
-	cmd.Flags().StringVar(&out, "out", "bench/results", "directory for "+summaryFile+" and "+bench.PlotsDir+"/")
+	cmd.Flags().StringVar(&out, "out", "bench/results", "directory for "+summaryFile+" and "+report.PlotsDir+"/")
 	return cmd
 }
 
@@ -80,7 +81,7 @@ Timing figures are printed as ratios and never fail.`,
 			if err != nil {
 				return err
 			}
-			rep, err := bench.Check(base, cur, tolerance)
+			rep, err := report.Check(base, cur, tolerance)
 			if err != nil {
 				return err
 			}
