@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gofrs/flock"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"k8s.io/client-go/kubernetes"
@@ -87,7 +88,7 @@ type Daemon struct {
 	devices *deviceplugin.Plugin
 	checker *cnicheck.Checker
 	store   *store.Store
-	lock    *fileLock
+	lock    *flock.Flock // the node lock (takeLock)
 	node    *cloud.Node
 	limits  cloud.Limits
 	pool    ipam.Pool
@@ -457,7 +458,7 @@ func (d *Daemon) closeResources() error {
 		err = errors.Join(err, d.store.Close())
 	}
 	if d.lock != nil {
-		err = errors.Join(err, d.lock.release())
+		err = errors.Join(err, d.lock.Unlock())
 	}
 	if d.listener != nil {
 		_ = os.Remove(d.cfg.SocketPath)

@@ -139,37 +139,3 @@ func TestRemoveLeftovers(t *testing.T) {
 		}
 	}
 }
-
-// TestLockCacheExcludes: a second holder waits until the first unlocks,
-// and gives up when its context ends.
-func TestLockCacheExcludes(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "lock")
-	p := newProgress(&logWriter{t: t})
-	unlock, err := lockCache(context.Background(), path, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
-	defer cancel()
-	if _, err := lockCache(ctx, path, p); err == nil {
-		t.Fatal("second lock taken while the first is held")
-	}
-	got := make(chan error, 1)
-	go func() {
-		u, err := lockCache(context.Background(), path, p)
-		if err == nil {
-			u()
-		}
-		got <- err
-	}()
-	time.Sleep(100 * time.Millisecond)
-	unlock()
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("waiter never got the lock")
-	}
-}
