@@ -236,6 +236,7 @@ func (d *Daemon) listen() error {
 	d.grpc = grpc.NewServer(grpc.UnaryInterceptor(d.interceptor))
 	rpc.RegisterTerwayBackendServer(d.grpc, &backend{d: d})
 	rpc.RegisterTerwayTracingServer(d.grpc, &tracing{d: d})
+	rpc.RegisterTerwayRecordsServer(d.grpc, &records{d: d})
 	d.served = make(chan struct{})
 	go func() { d.serveErr = d.grpc.Serve(ln); close(d.served) }()
 	return nil
