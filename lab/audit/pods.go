@@ -7,8 +7,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/terway-sim/terway/daemon/store"
 )
 
 // checkNodes compares the lab's nodes with the API server's.
@@ -57,7 +55,7 @@ func (ix *index) checkPodsAgainstStore() {
 }
 
 // checkAttachment judges one attachment against its pod.
-func (ix *index) checkAttachment(n *nodeSnap, a store.Attachment) {
+func (ix *index) checkAttachment(n *nodeSnap, a attachment) {
 	key := a.Key()
 	p := ix.s.kube.pods[key]
 	if ix.reserved(a) {
