@@ -183,7 +183,7 @@ proto-tools: ## Install the protoc plugins into ./bin (protoc itself: apt instal
 .PHONY: proto
 proto: ## Regenerate rpc/ from its .proto files (generated code is committed)
 	cd rpc && PATH=$(BIN):$$PATH protoc --go_out=. --go_opt=paths=source_relative \
-		--go-grpc_out=. --go-grpc_opt=paths=source_relative rpc.proto tracing.proto details.proto
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative rpc.proto tracing.proto details.proto records.proto
 
 .PHONY: clean
 clean: ## Remove build outputs (the lab's cache, .lab/, stays; rm -rf .lab to rebuild it)

@@ -2,13 +2,12 @@ package cni
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/gofrs/flock"
 )
 
 // Lock timing. The node-wide datapath lock is Terway's: polled every
@@ -20,54 +19,37 @@ const (
 	containerLockPoll   = 50 * time.Millisecond
 )
 
-// fileLock is an exclusive flock on a file.
+// fileLock is an exclusive flock(2) on a file (gofrs/flock): the kernel
+// drops it when the holder dies, so a plugin killed mid-call (the
+// runtime's timeout) never wedges the node.
 type fileLock struct {
-	f    *os.File
-	path string
+	fl *flock.Flock
 }
 
-// lockFile takes an exclusive flock on path, creating the file, polling
-// until ctx ends. A lock file may be removed by its holder (DEL removes
-// the container's): after locking, the file must still be the one at
-// path, or the lock is taken again on the new file.
+// lockFile takes an exclusive lock on path, creating the file (0600),
+// trying every poll until ctx ends. A lock file may be removed by its
+// holder (DEL removes the container's): after locking, the file must
+// still be the one at path, or the lock is taken again on the new file.
 func lockFile(ctx context.Context, path string, poll time.Duration) (*fileLock, error) {
 	for {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
-		if err != nil {
-			return nil, fmt.Errorf("open lock %s: %w", path, err)
-		}
-		if err := flockPoll(ctx, f, poll); err != nil {
-			_ = f.Close()
+		fl := flock.New(path, flock.SetPermissions(0o600))
+		ok, err := fl.TryLockContext(ctx, poll)
+		switch {
+		case ctx.Err() != nil && !ok:
+			return nil, fmt.Errorf("lock %s: held by another invocation: %w", path, context.Cause(ctx))
+		case err != nil:
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
-		if sameFile(f, path) {
-			return &fileLock{f: f, path: path}, nil
+		if sameFile(fl, path) {
+			return &fileLock{fl: fl}, nil
 		}
-		_ = f.Close() // removed while we waited: lock the new one
+		_ = fl.Unlock() // removed while we waited: lock the new one
 	}
 }
 
-func flockPoll(ctx context.Context, f *os.File, poll time.Duration) error {
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			return err
-		}
-		t := time.NewTimer(poll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("held by another invocation: %w", context.Cause(ctx))
-		case <-t.C:
-		}
-	}
-}
-
-func sameFile(f *os.File, path string) bool {
-	a, err := f.Stat()
+// sameFile reports whether the locked file is still the one at path.
+func sameFile(fl *flock.Flock, path string) bool {
+	a, err := fl.Stat()
 	if err != nil {
 		return false
 	}
@@ -77,14 +59,14 @@ func sameFile(f *os.File, path string) bool {
 
 // unlock releases the lock.
 func (l *fileLock) unlock() {
-	_ = l.f.Close()
+	_ = l.fl.Unlock()
 }
 
 // unlockAndRemove deletes the lock file, then releases the lock: waiters
 // find the file gone and lock a fresh one.
 func (l *fileLock) unlockAndRemove() {
-	_ = os.Remove(l.path)
-	_ = l.f.Close()
+	_ = os.Remove(l.fl.Path())
+	_ = l.fl.Unlock()
 }
 
 // containerLockPath is the per-container lock file. The suffix keeps it

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/terway-sim/terway/internal/lockholder"
 )
 
 // TestLockFile: the lock excludes others, a waiter gives up when its
@@ -91,4 +93,35 @@ func TestDatapathLockTimeout(t *testing.T) {
 	if !strings.Contains(err.Error(), filepath.Join(dir, "datapath.lock")) {
 		t.Errorf("error %q does not name the lock", err)
 	}
+}
+
+// TestLockFileHolderDies: a plugin process killed (SIGKILL, as a
+// runtime's timeout does) while holding a container's lock keeps other
+// invocations out while it lives, and frees the lock by dying. The file
+// is 0600.
+func TestLockFileHolderDies(t *testing.T) {
+	dir := t.TempDir()
+	h := lockholder.Start(t, "TestHoldContainerLock", dir)
+	if st, err := os.Stat(containerLockPath(dir, "c1")); err != nil || st.Mode() != 0o600 {
+		t.Errorf("lock file: %v %v, want mode 0600", st.Mode(), err)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := lockContainer(short, dir, "c1"); err == nil || !strings.Contains(err.Error(), "held by another invocation") {
+		t.Fatalf("lock while another process holds it: %v", err)
+	}
+	h.Kill()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	l, err := lockContainer(ctx, dir, "c1")
+	if err != nil {
+		t.Fatalf("lock after its holder was killed: %v", err)
+	}
+	l.unlock()
+}
+
+// TestHoldContainerLock is TestLockFileHolderDies's holder process: it
+// locks container c1 in the state directory it is given.
+func TestHoldContainerLock(t *testing.T) {
+	lockholder.Hold(t, func(dir string) error { _, err := lockContainer(context.Background(), dir, "c1"); return err })
 }

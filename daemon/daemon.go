@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gofrs/flock"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"k8s.io/client-go/kubernetes"
@@ -87,7 +88,7 @@ type Daemon struct {
 	devices *deviceplugin.Plugin
 	checker *cnicheck.Checker
 	store   *store.Store
-	lock    *fileLock
+	lock    *flock.Flock // the node lock (takeLock)
 	node    *cloud.Node
 	limits  cloud.Limits
 	pool    ipam.Pool
@@ -235,6 +236,7 @@ func (d *Daemon) listen() error {
 	d.grpc = grpc.NewServer(grpc.UnaryInterceptor(d.interceptor))
 	rpc.RegisterTerwayBackendServer(d.grpc, &backend{d: d})
 	rpc.RegisterTerwayTracingServer(d.grpc, &tracing{d: d})
+	rpc.RegisterTerwayRecordsServer(d.grpc, &records{d: d})
 	d.served = make(chan struct{})
 	go func() { d.serveErr = d.grpc.Serve(ln); close(d.served) }()
 	return nil
@@ -457,7 +459,7 @@ func (d *Daemon) closeResources() error {
 		err = errors.Join(err, d.store.Close())
 	}
 	if d.lock != nil {
-		err = errors.Join(err, d.lock.release())
+		err = errors.Join(err, d.lock.Unlock())
 	}
 	if d.listener != nil {
 		_ = os.Remove(d.cfg.SocketPath)

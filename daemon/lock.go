@@ -1,47 +1,38 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/gofrs/flock"
 )
 
-// fileLock makes sure one daemon runs per node: a second one fails with a
-// message naming the lock file.
-type fileLock struct{ f *os.File }
+// lockPoll is how often a daemon waiting for the node lock tries again.
+const lockPoll = 100 * time.Millisecond
 
-func takeLock(path string, timeout time.Duration) (*fileLock, error) {
+// takeLock takes the node lock, which makes sure one daemon runs per
+// node: a second one waits up to timeout, then fails with a message
+// naming the lock file. The lock is an flock(2) on path (0600, its
+// directory 0700), so the kernel drops it when the holder dies: a
+// restarted daemon never waits for a crashed one.
+func takeLock(path string, timeout time.Duration) (*flock.Flock, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
+	l := flock.New(path, flock.SetPermissions(0o600))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	ok, err := l.TryLockContext(ctx, lockPoll)
+	switch {
+	case ok:
+		return l, nil
+	case err == nil || errors.Is(err, context.DeadlineExceeded):
+		return nil, fmt.Errorf("another terwayd holds %s (one daemon per node; waited %v)", path, timeout)
+	default:
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
-	deadline := time.Now().Add(timeout)
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return &fileLock{f: f}, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
-			f.Close()
-			return nil, fmt.Errorf("another terwayd holds %s (one daemon per node): %w", path, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func (l *fileLock) release() error {
-	if l == nil || l.f == nil {
-		return nil
-	}
-	_ = unix.Flock(int(l.f.Fd()), unix.LOCK_UN)
-	err := l.f.Close()
-	l.f = nil
-	return err
 }

@@ -183,7 +183,7 @@ func TestRebuildStoreRefusedWhileAnotherDaemonHoldsTheLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lock.release()
+	defer lock.Unlock()
 	_, err = newDaemon(t, l, func(o *Options) { o.RebuildStore = true; o.LockTimeout = 200 * time.Millisecond })
 	if err == nil || !strings.Contains(err.Error(), "another terwayd holds") {
 		t.Fatalf("New with the node lock held: %v, want the lock error", err)

@@ -3,7 +3,9 @@
 // TerwayTracing (for terway-cli), wire-compatible with Terway's, and
 // the status details the daemon adds to its errors (details.proto: ours,
 // not Terway's, always sent beside the code and text Terway's plugin
-// reads, e.g. PodBusyError).
+// reads, e.g. PodBusyError). TerwayRecords (records.proto, ours too, on
+// the same socket) answers the daemon's store records read-only, for the
+// lab's audit.
 //
 // It sits at the top level, not under daemon/, so that the plugin
 // depends on the contract alone and never on the daemon (Terway keeps
@@ -16,4 +18,4 @@
 // proto-tools`).
 package rpc
 
-//go:generate protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative rpc.proto tracing.proto details.proto
+//go:generate protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative rpc.proto tracing.proto details.proto records.proto

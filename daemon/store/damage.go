@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gofrs/flock"
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
 )
@@ -156,21 +158,18 @@ func MoveAside(path string, now time.Time, lockTimeout time.Duration) (string, e
 	if lockTimeout <= 0 {
 		lockTimeout = DefaultTimeout
 	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
+	// O_RDWR without O_CREATE: an absent store is an error, not created.
+	l := flock.New(path, flock.SetFlag(os.O_RDWR))
+	ctx, cancel := context.WithTimeout(context.Background(), lockTimeout)
+	defer cancel()
+	ok, err := l.TryLockContext(ctx, 50*time.Millisecond)
+	switch {
+	case ok:
+		defer l.Unlock()
+	case err == nil || errors.Is(err, context.DeadlineExceeded):
+		return "", fmt.Errorf("move store %s aside: %w (is another terwayd running?)", path, ErrLocked)
+	default:
 		return "", fmt.Errorf("move store %s aside: %w", path, err)
-	}
-	defer f.Close()
-	deadline := time.Now().Add(lockTimeout)
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
-			return "", fmt.Errorf("move store %s aside: %w (is another terwayd running?): %w", path, ErrLocked, err)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	base := path + DamagedSuffix + now.UTC().Format("20060102T150405Z")
 	to := base
@@ -182,7 +181,7 @@ func MoveAside(path string, now time.Time, lockTimeout time.Duration) (string, e
 		}
 		to = fmt.Sprintf("%s-%d", base, i)
 	}
-	if err := f.Chmod(0o600); err != nil {
+	if err := os.Chmod(path, 0o600); err != nil {
 		return "", fmt.Errorf("move store %s aside: chmod 0600: %w", path, err)
 	}
 	if err := os.Rename(path, to); err != nil {

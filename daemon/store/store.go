@@ -633,15 +633,32 @@ func mirrorList[T record](s *Store, m func(*Store) map[string]T) ([]T, error) {
 	if s.closed {
 		return nil, fmt.Errorf("store %s: %w", s.path, ErrClosed)
 	}
-	mm := m(s)
-	keys := make([]string, 0, len(mm))
-	for k := range mm {
+	return sortedClones(m(s)), nil
+}
+
+// Snapshot returns every attachment and every intent, each sorted by key,
+// as of one moment: a transaction that moves a pod from an intent to an
+// attachment is seen whole or not at all, which List then ListIntents
+// cannot promise.
+func (s *Store) Snapshot() ([]Attachment, []Intent, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, nil, fmt.Errorf("store %s: %w", s.path, ErrClosed)
+	}
+	return sortedClones(s.attachments), sortedClones(s.intents), nil
+}
+
+// sortedClones returns copies of m's values, sorted by key.
+func sortedClones[T record](m map[string]T) []T {
+	keys := make([]string, 0, len(m))
+	for k := range m {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	out := make([]T, len(keys))
 	for i, k := range keys {
-		out[i] = cloneOf(mm[k])
+		out[i] = cloneOf(m[k])
 	}
-	return out, nil
+	return out
 }

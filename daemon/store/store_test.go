@@ -173,6 +173,65 @@ func TestPodAndIntentRoundTrip(t *testing.T) {
 	}
 }
 
+// TestSnapshot: attachments and intents come sorted by key, as copies,
+// and from one moment: a transaction that swaps an intent for an
+// attachment is never seen half done, however the reads interleave.
+func TestSnapshot(t *testing.T) {
+	s, _ := newStore(t)
+	for _, n := range []string{"b", "a"} {
+		if err := s.Put(sampleAttachment("ns", n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := sampleIntent("assign/eni-abc/1")
+	if err := s.PutIntent(in); err != nil {
+		t.Fatal(err)
+	}
+	atts, ins, err := s.Snapshot()
+	if err != nil || len(atts) != 2 || atts[0].Key() != "ns/a" || atts[1].Key() != "ns/b" || !reflect.DeepEqual(ins, []Intent{in}) {
+		t.Fatalf("Snapshot = %v, %v, %v", atts, ins, err)
+	}
+	atts[0].Resources[0].IPv4 = "changed"
+	if again, _ := s.Get("ns", "a"); again.Resources[0].IPv4 == "changed" {
+		t.Fatal("store changed through a returned attachment")
+	}
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			_ = s.Update(func(tx *Tx) error {
+				if i%2 == 0 {
+					_ = tx.DeleteIntent(in.Key)
+					return tx.Put(sampleAttachment("ns", "swap"))
+				}
+				_ = tx.Delete("ns", "swap")
+				return tx.PutIntent(in)
+			})
+		}
+	}()
+	for {
+		select {
+		case <-done:
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := s.Snapshot(); !errors.Is(err, ErrClosed) {
+				t.Fatalf("Snapshot of a closed store: %v", err)
+			}
+			return
+		default:
+		}
+		atts, ins, err := s.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(atts)+len(ins) != 3 {
+			t.Fatalf("half a transaction: %d attachments, %d intents", len(atts), len(ins))
+		}
+	}
+}
+
 func TestValidation(t *testing.T) {
 	s, _ := newStore(t)
 	bad := map[string]Attachment{

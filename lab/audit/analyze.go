@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/terway-sim/terway/daemon/store"
 	"github.com/terway-sim/terway/fakecloud"
 )
 
@@ -138,7 +137,7 @@ func (ix *index) inPodSpace(a netip.Addr) bool {
 }
 
 // attachmentIPs are the addresses an attachment records.
-func attachmentIPs(a store.Attachment) []netip.Addr {
+func attachmentIPs(a attachment) []netip.Addr {
 	var out []netip.Addr
 	for _, r := range a.Resources {
 		for _, s := range []string{r.IPv4, r.IPv6} {
@@ -151,13 +150,13 @@ func attachmentIPs(a store.Attachment) []netip.Addr {
 }
 
 // reserved reports whether a is a sticky reservation still in force.
-func (ix *index) reserved(a store.Attachment) bool {
+func (ix *index) reserved(a attachment) bool {
 	return !a.StickyUntil.IsZero() && ix.s.now.Before(a.StickyUntil)
 }
 
 // holderOf returns the live pod an attachment of node n belongs to, or
 // nil.
-func (ix *index) holderOf(n *nodeSnap, a store.Attachment) *corev1.Pod {
+func (ix *index) holderOf(n *nodeSnap, a attachment) *corev1.Pod {
 	p := ix.live[n.in.Name][a.Key()]
 	if p == nil || (a.PodUID != "" && string(p.UID) != a.PodUID) || !a.StickyUntil.IsZero() {
 		return nil

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"errors"
 	"net/netip"
 	"slices"
 	"strings"
@@ -16,7 +17,6 @@ import (
 	"github.com/terway-sim/terway/cni/datapath"
 	"github.com/terway-sim/terway/daemon/cloud"
 	"github.com/terway-sim/terway/daemon/mode"
-	"github.com/terway-sim/terway/daemon/store"
 	"github.com/terway-sim/terway/fakecloud"
 )
 
@@ -57,8 +57,8 @@ func baseSnapshot() *snapshot {
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: ipPod.String()}}}}
 	k := &kubeView{pods: map[string]*corev1.Pod{"ns/a": pod}, nodes: map[string]*corev1.Node{
 		"node-1": {ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Spec: corev1.NodeSpec{ProviderID: "cn-hangzhou.i-1"}}}}
-	st := &storeView{atts: []store.Attachment{{PodNamespace: "ns", PodName: "a", PodUID: "u-a", IfName: "eth0",
-		IPType: store.IPTypeENIMultiIP, Resources: []store.Resource{{Type: store.ResourceENIIP,
+	st := &storeView{atts: []attachment{{PodNamespace: "ns", PodName: "a", PodUID: "u-a", IfName: "eth0",
+		IPType: ipTypeENIMultiIP, Resources: []resource{{Type: resourceENIIP,
 			ID: macENIs + "." + ipPod.String(), ENIID: "eni-s", ENIMAC: macENIs, IPv4: ipPod.String()}}}}}
 	pool := &poolView{enis: map[string]bool{"eni-s": true}, addrs: map[netip.Addr]poolAddr{
 		addr("192.168.0.20"): {ENIID: "eni-s", State: "idle"},
@@ -175,7 +175,7 @@ func TestAnalyzeFindings(t *testing.T) {
 			s.world.ENIs = append(s.world.ENIs, fakecloud.ENIView{ENIInfo: fakecloud.ENIInfo{ID: "eni-x",
 				Type: fakecloud.ENITypeSecondary, VSwitchID: "vsw-1"}, Status: fakecloud.ENIAvailable,
 				Tags: map[string]string{cloud.TagCreator: cloud.CreatorTerway, cloud.TagInstanceID: "i-1"}})
-			s.nodes[0].store.intents = []store.Intent{{Key: "k", Kind: store.IntentCreateENI}}
+			s.nodes[0].store.intents = []intent{{Key: "k", Kind: intentCreateENI}}
 		}, nil, ""},
 		{"ENI attached but unknown to the daemon", func(s *snapshot) {
 			s.nodes[0].pool.enis = map[string]bool{}
@@ -213,8 +213,8 @@ func TestAnalyzeFindings(t *testing.T) {
 		}, []Kind{KindMissingDatapath}, "ns/a"},
 		{"ENIOnly: secondary address of a pool ENI is leaked even without a pool view", func(s *snapshot) {
 			s.mode, s.nodes[0].pool, s.nodes[0].net = mode.ENIOnly, nil, nil
-			s.nodes[0].store.atts[0].IPType = store.IPTypeVPCENI
-			s.nodes[0].store.atts[0].Resources[0] = store.Resource{Type: store.ResourceENI, ID: macENIs, ENIID: "eni-s",
+			s.nodes[0].store.atts[0].IPType = ipTypeVPCENI
+			s.nodes[0].store.atts[0].Resources[0] = resource{Type: resourceENI, ID: macENIs, ENIID: "eni-s",
 				ENIMAC: macENIs, IPv4: "192.168.0.20"}
 			s.kube.pods["ns/a"].Status.PodIPs = []corev1.PodIP{{IP: "192.168.0.20"}}
 		}, []Kind{KindLeakedIP, KindLeakedIP, KindLeakedIP}, "192.168.0.21 on eni-s"},
@@ -224,8 +224,8 @@ func TestAnalyzeFindings(t *testing.T) {
 			s.kube.nodes["node-1"].Spec.PodCIDR = "172.20.1.0/24"
 			s.kube.pods["ns/a"].Status.PodIPs = []corev1.PodIP{{IP: "172.20.2.5"}}
 			s.nodes[0].pool = nil
-			s.nodes[0].store.atts[0].IPType = store.IPTypeVPCIP
-			s.nodes[0].store.atts[0].Resources[0] = store.Resource{Type: store.ResourceVPCIP, ID: "172.20.2.5", IPv4: "172.20.2.5"}
+			s.nodes[0].store.atts[0].IPType = ipTypeVPCIP
+			s.nodes[0].store.atts[0].Resources[0] = resource{Type: resourceVPCIP, ID: "172.20.2.5", IPv4: "172.20.2.5"}
 		}, []Kind{KindMissingIP}, "172.20.2.5"},
 		{"ENI of another cluster", func(s *snapshot) {
 			s.clusterID = "c-lab"
@@ -238,8 +238,8 @@ func TestAnalyzeFindings(t *testing.T) {
 			s.kube.pods["ns/b"] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b"},
 				Spec:   corev1.PodSpec{NodeName: "node-9"},
 				Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: ipPod.String()}}}}
-			s.nodes[0].store.atts = append(s.nodes[0].store.atts, store.Attachment{PodNamespace: "ns", PodName: "b",
-				IPType: store.IPTypeENIMultiIP, StickyUntil: t0.Add(time.Hour), Resources: []store.Resource{{Type: store.ResourceENIIP,
+			s.nodes[0].store.atts = append(s.nodes[0].store.atts, attachment{PodNamespace: "ns", PodName: "b",
+				IPType: ipTypeENIMultiIP, StickyUntil: t0.Add(time.Hour), Resources: []resource{{Type: resourceENIIP,
 					ID: "x", ENIID: "eni-s", IPv4: ipPod.String()}}})
 		}, []Kind{KindDuplicateIP}, ipPod.String()},
 	}
@@ -268,7 +268,7 @@ func TestAnalyzeNoPoolNotes(t *testing.T) {
 func TestAnalyzeSourceErrorsSkipChecks(t *testing.T) {
 	s := baseSnapshot()
 	s.world, s.kube = nil, nil
-	s.sourceError("", SourceCloud, "fakecloud", errTorn)
+	s.sourceError("", SourceCloud, "fakecloud", errors.New("unreadable"))
 	r := analyze(s)
 	expectKinds(t, r, KindSourceError)
 	if len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "datapath not judged") {

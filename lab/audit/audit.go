@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"google.golang.org/grpc"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/terway-sim/terway/daemon/mode"
@@ -25,14 +26,10 @@ type NodeInput struct {
 	InstanceID string
 	// NetNS is the path of the node's network namespace file.
 	NetNS string
-	// StorePath is the daemon's bbolt store as seen from here (for a lab
-	// node <Root>/var/lib/cni/terway/ResRelation.db).
-	StorePath string
 	// Socket is the daemon's gRPC socket as seen from here (for a lab
-	// node <Root>/run/eni/eni.socket). Optional: only the daemon's pool
-	// knows its idle addresses, so without it addresses on the daemon's
-	// ENIs that nobody holds are counted as unverified idle rather than
-	// judged (see the package doc).
+	// node <Root>/run/eni/eni.socket). The daemon answers its store's
+	// records (attachments, intents) and its pool there; a daemon that
+	// does not answer is a KindSourceError finding for both.
 	Socket string
 }
 
@@ -72,8 +69,8 @@ func (in *Input) validate() error {
 	}
 	seen := map[string]bool{}
 	for _, n := range in.Nodes {
-		if n.Name == "" || n.InstanceID == "" {
-			return fmt.Errorf("audit: node %+v lacks a name or an instance ID", n)
+		if n.Name == "" || n.InstanceID == "" || n.Socket == "" {
+			return fmt.Errorf("audit: node %+v lacks a name, an instance ID or the daemon's socket", n)
 		}
 		if seen[n.Name] || seen[n.InstanceID] {
 			return fmt.Errorf("audit: node %s (%s) given twice", n.Name, n.InstanceID)
@@ -92,8 +89,8 @@ func (in *Input) validate() error {
 	return nil
 }
 
-// Run reads the four sources (and each daemon's pool, when its socket is
-// given) and reports every disagreement. A source that cannot be read is
+// Run reads the four sources (and each daemon's pool) and reports every
+// disagreement. A source that cannot be read is
 // a KindSourceError finding, and the checks that need it are skipped; the
 // error is only for an invalid Input.
 func Run(ctx context.Context, in Input) (*Report, error) {
@@ -136,8 +133,7 @@ type snapshot struct {
 	errs []Finding
 }
 
-// nodeSnap is what was read for one node; nil parts were unreadable (or,
-// for the pool, not asked for).
+// nodeSnap is what was read for one node; nil parts were unreadable.
 type nodeSnap struct {
 	in    NodeInput
 	store *storeView
@@ -151,45 +147,60 @@ type nodeSnap struct {
 // in flight), so a change racing the audit is not taken for a leak.
 func gather(ctx context.Context, in *Input) *snapshot {
 	s := &snapshot{mode: in.Mode, vethPrefix: in.VethPrefix, clusterID: in.ClusterID, now: in.Now()}
-	poolErrs := map[string]error{}
-	for _, n := range in.Nodes {
+	daemons := make([]*grpc.ClientConn, len(in.Nodes))
+	defer func() {
+		for _, c := range daemons {
+			if c != nil {
+				_ = c.Close()
+			}
+		}
+	}()
+	poolErrs := make([]error, len(in.Nodes))
+	for i, n := range in.Nodes {
 		ns := &nodeSnap{in: n}
 		s.nodes = append(s.nodes, ns)
-		if n.Socket != "" {
-			ns.pool, poolErrs[n.Name] = readPool(ctx, n.Socket)
-		}
-	}
-	for _, ns := range s.nodes {
-		var err error
-		if ns.store, err = readStore(ctx, ns.in.StorePath); err != nil {
-			s.sourceError(ns.in.Name, SourceStore, "store "+ns.in.StorePath, err)
+		if daemons[i], poolErrs[i] = dialDaemon(n.Socket); poolErrs[i] == nil {
+			ns.pool, poolErrs[i] = readPool(ctx, daemons[i], n.Socket)
 		}
 	}
 	var err error
+	for i, ns := range s.nodes {
+		if daemons[i] == nil {
+			err = poolErrs[i] // the socket cannot be dialled
+		} else if ns.store, err = readRecords(ctx, daemons[i], ns.in.Socket); err == nil {
+			continue
+		}
+		s.sourceError(ns.in.Name, SourceStore, "store records via "+ns.in.Socket, err)
+	}
 	if s.kube, err = readKube(ctx, in.Kube, in.Nodes); err != nil {
 		s.sourceError("", SourceKube, "API server", err)
 	}
 	if s.world, err = readWorld(ctx, in.HTTPClient, in.FakecloudURL, in.AdminToken); err != nil {
 		s.sourceError("", SourceCloud, "fakecloud "+in.FakecloudURL, err)
 	}
-	for _, ns := range s.nodes {
+	for i, ns := range s.nodes {
 		if ns.net, err = readNetNS(ns.in.NetNS); err != nil {
 			s.sourceError(ns.in.Name, SourceNetNS, "netns "+ns.in.NetNS, err)
 		}
-		if ns.in.Socket == "" {
-			continue
-		}
-		second, err := readPool(ctx, ns.in.Socket)
-		if err == nil && poolErrs[ns.in.Name] == nil {
-			ns.pool = ns.pool.merge(second)
-			continue
-		}
-		// A pool read only once cannot cover the window around the cloud
-		// read: treat it as unreadable rather than risk false leaks.
-		ns.pool = nil
-		s.sourceError(ns.in.Name, SourcePool, "pool via "+ns.in.Socket, errors.Join(poolErrs[ns.in.Name], err))
+		s.secondPool(ctx, ns, daemons[i], poolErrs[i])
 	}
 	return s
+}
+
+// secondPool reads node ns's pool again and merges it with the first
+// read. A pool read only once cannot cover the window around the cloud
+// read: it is then treated as unreadable rather than risk false leaks.
+func (s *snapshot) secondPool(ctx context.Context, ns *nodeSnap, conn *grpc.ClientConn, firstErr error) {
+	var err error
+	if conn != nil {
+		var second *poolView
+		if second, err = readPool(ctx, conn, ns.in.Socket); err == nil && firstErr == nil {
+			ns.pool = ns.pool.merge(second)
+			return
+		}
+	}
+	ns.pool = nil
+	s.sourceError(ns.in.Name, SourcePool, "pool via "+ns.in.Socket, errors.Join(firstErr, err))
 }
 
 func (s *snapshot) sourceError(node string, src Source, object string, err error) {

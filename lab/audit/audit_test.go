@@ -176,3 +176,50 @@ func (e *labEnv) injectOrphanENI() string {
 	}
 	return resp.NetworkInterfaceId
 }
+
+// TestAuditDaemonUnreachable: the audit asks the daemon for its records
+// and pool; a daemon that stopped, or was killed and left its socket
+// file behind, is reported as unreachable (a source error for each), the
+// checks that need it are skipped, and the other sources are still
+// judged.
+func TestAuditDaemonUnreachable(t *testing.T) {
+	e := newLabEnv(t)
+	e.addPod("web")
+	e.waitPoolWarm()
+	if r := e.audit(); !r.Clean() || r.Counts.Attachments != 1 {
+		t.Fatalf("audit with the daemon up:\n%s", text(r))
+	}
+	e.stopDaemon()
+	checkUnreachable(t, e.audit(), "stopped")
+
+	// A killed daemon leaves its socket file with nobody listening.
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: e.path("eni.socket"), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
+	checkUnreachable(t, e.audit(), "killed")
+}
+
+// checkUnreachable: r has exactly the store's and the pool's source
+// errors for node-1, each saying the daemon is unreachable, and still
+// counted what the cloud and the node's namespace hold.
+func checkUnreachable(t *testing.T, r *Report, how string) {
+	t.Helper()
+	t.Logf("audit with the daemon %s:\n%s", how, text(r))
+	var sources []Source
+	for _, f := range r.Findings {
+		if f.Kind != KindSourceError || f.Node != nodeName || !strings.Contains(f.Detail, "unreachable") {
+			t.Errorf("daemon %s: finding %+v", how, f)
+		}
+		sources = append(sources, f.Sources...)
+	}
+	slices.Sort(sources)
+	if !slices.Equal(sources, []Source{SourcePool, SourceStore}) {
+		t.Errorf("daemon %s: source errors for %v, want pool and store\n%s", how, sources, text(r))
+	}
+	if c := r.Counts; c.Attachments != 0 || c.PoolAddresses != 0 || c.ENIs < 2 || c.Links == 0 || c.Pods != 1 {
+		t.Errorf("daemon %s: counts %+v", how, c)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/terway-sim/terway/cni/datapath"
-	"github.com/terway-sim/terway/daemon/store"
 	"github.com/terway-sim/terway/fakecloud"
 )
 
@@ -301,7 +300,7 @@ func (d *dpCheck) missing() {
 	}
 	for _, a := range d.n.store.atts {
 		p := d.ix.holderOf(d.n, a)
-		if p == nil || !running(p) || (a.IPType != store.IPTypeENIMultiIP && a.IPType != store.IPTypeVPCIP) {
+		if p == nil || !running(p) || (a.IPType != ipTypeENIMultiIP && a.IPType != ipTypeVPCIP) {
 			continue
 		}
 		ifn := a.IfName
@@ -322,7 +321,7 @@ func (d *dpCheck) missing() {
 }
 
 // lacks lists the host objects of ip that are missing.
-func (d *dpCheck) lacks(t store.IPType, veth string, ip netip.Addr) []string {
+func (d *dpCheck) lacks(t string, veth string, ip netip.Addr) []string {
 	host := netip.PrefixFrom(ip, ip.BitLen())
 	var route, to, from bool
 	for _, r := range d.net.routes {
@@ -338,10 +337,10 @@ func (d *dpCheck) lacks(t store.IPType, veth string, ip netip.Addr) []string {
 	if !route {
 		out = append(out, fmt.Sprintf("route %s dev %s", host, veth))
 	}
-	if t == store.IPTypeENIMultiIP && !to {
+	if t == ipTypeENIMultiIP && !to {
 		out = append(out, fmt.Sprintf("rule %d to %s", datapath.ToPodPriority, ip))
 	}
-	if t == store.IPTypeENIMultiIP && !from {
+	if t == ipTypeENIMultiIP && !from {
 		out = append(out, fmt.Sprintf("rule %d from %s", datapath.FromPodPriority, ip))
 	}
 	return out

@@ -7,10 +7,15 @@
 //     vSwitches;
 //   - the API server: pods (not hostNetwork) per spec.nodeName, their
 //     phase and status.podIPs; nodes (providerID, podCIDR);
-//   - each daemon's store: the bbolt file, read from a copy because the
-//     running daemon holds bbolt's exclusive flock (a copy torn by a
-//     concurrent commit is taken again): attachments (pod → addresses,
-//     ENI IDs) and intents (cloud calls in flight);
+//   - each daemon, asked over its gRPC socket (NodeInput.Socket; read
+//     only, nothing is changed): its store's records as of one moment
+//     (TerwayRecords.ListRecords, rpc/records.proto): attachments (pod →
+//     addresses, ENI IDs, IP type, resources) and intents (cloud calls in
+//     flight, e.g. CreateENI), decoded into the audit's own types; and
+//     its pool (see below). A daemon that does not answer — stopped,
+//     killed, not initialised yet — is a source-error finding for its
+//     store and its pool, saying it is unreachable, and the checks that
+//     need them are skipped for its node;
 //   - each node's network namespace, read through a netlink socket bound
 //     to it (nothing is written; no thread changes namespace): links,
 //     addresses, rules, routes of all tables, neighbours, qdiscs and
@@ -23,11 +28,11 @@
 // is rebuilt at start by adopting every address of every Secondary ENI
 // attached to the instance (ipam Restore) and kept in step by adopting
 // unknown addresses seen twice on those ENIs (pool sync). So the store
-// cannot tell an idle address from a leak. The daemon's pool can: with
-// NodeInput.Socket the audit reads it through the daemon's tracing API
-// (GetResourceTrace resource_pool, what terway-cli shows), before and
-// after the cloud so that a change racing the audit is seen in one of the
-// reads. An address on an ENI attached to a lab node is then:
+// cannot tell an idle address from a leak. The daemon's pool can: the
+// audit reads it through the daemon's tracing API (GetResourceTrace
+// resource_pool, what terway-cli shows), before and after the cloud so
+// that a change racing the audit is seen in one of the reads. An address
+// on an ENI attached to a lab node is then:
 //
 //   - held: a live pod's status IP, in any store attachment of the node
 //     (sticky reservations and gone pods' records included: the daemon

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/terway-sim/terway/daemon/cloud"
-	"github.com/terway-sim/terway/daemon/store"
 	"github.com/terway-sim/terway/fakecloud"
 )
 
@@ -82,7 +81,7 @@ func (ix *index) exclusiveENIs(n *nodeSnap) map[string]bool {
 	}
 	for _, a := range n.store.atts {
 		for _, r := range a.Resources {
-			if r.Type == store.ResourceENI {
+			if r.Type == resourceENI {
 				out[r.ENIID] = true
 				out[normMAC(r.ENIMAC)] = true
 				out[normMAC(r.ID)] = true

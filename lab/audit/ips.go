@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/terway-sim/terway/daemon/mode"
-	"github.com/terway-sim/terway/daemon/store"
 	"github.com/terway-sim/terway/fakecloud"
 )
 
@@ -63,7 +62,7 @@ func busyWith(n *nodeSnap, eniID string) bool {
 		return false
 	}
 	for _, in := range n.store.intents {
-		if in.ENIID == eniID || in.Kind == store.IntentCreateENI {
+		if in.ENIID == eniID || in.Kind == intentCreateENI {
 			return true
 		}
 	}
@@ -139,13 +138,13 @@ func (ix *index) leakSources(n *nodeSnap) []Source {
 // checkStoredAddresses checks that the cloud has every address an
 // attachment records on the node (or, for a podCIDR address, that it is
 // in the node's podCIDR).
-func (ix *index) checkStoredAddresses(n *nodeSnap, a store.Attachment) {
+func (ix *index) checkStoredAddresses(n *nodeSnap, a attachment) {
 	for _, r := range a.Resources {
 		var problems []string
 		switch r.Type {
-		case store.ResourceENIIP, store.ResourceENI:
+		case resourceENIIP, resourceENI:
 			problems = ix.missingOnENI(n, r)
-		case store.ResourceVPCIP:
+		case resourceVPCIP:
 			problems = ix.outsidePodCIDR(n, r)
 		}
 		for _, p := range problems {
@@ -156,7 +155,7 @@ func (ix *index) checkStoredAddresses(n *nodeSnap, a store.Attachment) {
 }
 
 // missingOnENI says what is wrong with an ENI resource in the cloud.
-func (ix *index) missingOnENI(n *nodeSnap, r store.Resource) []string {
+func (ix *index) missingOnENI(n *nodeSnap, r resource) []string {
 	e := ix.enis[r.ENIID]
 	if e == nil && r.ENIMAC != "" {
 		e = ix.enisByMAC[normMAC(r.ENIMAC)]
@@ -191,7 +190,7 @@ func (ix *index) whereIs(ip netip.Addr) string {
 
 // outsidePodCIDR says whether a podCIDR address lies in the node's
 // podCIDR.
-func (ix *index) outsidePodCIDR(n *nodeSnap, r store.Resource) []string {
+func (ix *index) outsidePodCIDR(n *nodeSnap, r resource) []string {
 	if ix.s.kube == nil {
 		return nil
 	}
@@ -248,7 +247,7 @@ func (ix *index) noteUnverified() {
 	for _, n := range ix.s.nodes {
 		if c := ix.counts[n.in.Name]; c.IdleUnverified > 0 {
 			ix.notes = append(ix.notes, fmt.Sprintf(
-				"%s: %d address(es) on the daemon's ENIs are held by no pod or attachment; without the daemon's pool (NodeInput.Socket) "+
+				"%s: %d address(es) on the daemon's ENIs are held by no pod or attachment; without the daemon's pool (unreadable) "+
 					"they were taken for idle pool addresses, not checked for leaks", n.in.Name, c.IdleUnverified))
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/containernetworking/cni/pkg/invoke"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
+	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -34,6 +35,7 @@ import (
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/internal/plugintest"
 	"github.com/terway-sim/terway/internal/testnetns"
+	"github.com/terway-sim/terway/internal/testwait"
 	"github.com/terway-sim/terway/lab/fabric"
 )
 
@@ -57,6 +59,9 @@ type labEnv struct {
 	ln     *fabric.Node
 	dir    string
 	logs   *logBuffer
+	conn   *grpc.ClientConn
+	// stopDaemon stops node-1's daemon (also at the end of the test).
+	stopDaemon func()
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -146,21 +151,24 @@ func (e *labEnv) startDaemon() {
 	served := make(chan error, 1)
 	go func() { served <- d.Serve(context.Background()) }()
 	<-d.Ready()
-	t.Cleanup(func() {
-		if err := d.Close(); err != nil {
-			t.Errorf("close daemon: %v", err)
-		}
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	var once sync.Once
+	e.stopDaemon = func() {
+		once.Do(func() {
+			if err := d.Close(); err != nil {
+				t.Errorf("close daemon: %v", err)
+			}
+			if err := <-served; err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(e.stopDaemon)
 }
 
 // input is the audit's view of this lab.
 func (e *labEnv) input() Input {
 	return Input{FakecloudURL: e.api.URL, AdminToken: adminToken, Kube: e.kube, Mode: mode.ENIMultiIP,
-		Nodes: []NodeInput{{Name: nodeName, InstanceID: instance1, NetNS: e.ln.NetNSPath(),
-			StorePath: e.path("store.db"), Socket: e.path("eni.socket")}}}
+		Nodes: []NodeInput{{Name: nodeName, InstanceID: instance1, NetNS: e.ln.NetNSPath(), Socket: e.path("eni.socket")}}}
 }
 
 // conflist is the node's network configuration with the terway plugin.
@@ -225,27 +233,36 @@ func (e *labEnv) addPod(name string) netip.Addr {
 // waitPoolWarm waits until the daemon's pool has at least two idle
 // addresses and no call in flight.
 func (e *labEnv) waitPoolWarm() {
-	t := e.t
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		v, err := readPool(ctxT(t), e.path("eni.socket"))
+	e.t.Helper()
+	testwait.For(e.t, 30*time.Second, "a warm pool", func() error {
+		v, err := readPool(ctxT(e.t), e.daemonConn(), e.path("eni.socket"))
+		if err != nil {
+			return err
+		}
 		idle := 0
-		if err == nil {
-			for _, a := range v.addrs {
-				if a.State == "idle" {
-					idle++
-				}
-			}
-			if idle >= 2 && v.inflight == 0 && v.waiting == 0 {
-				return
+		for _, a := range v.addrs {
+			if a.State == "idle" {
+				idle++
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pool not warm: %d idle, %+v, %v", idle, v, err)
+		if idle < 2 || v.inflight != 0 || v.waiting != 0 {
+			return fmt.Errorf("%d idle, %d in flight, %d waiting", idle, v.inflight, v.waiting)
 		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	})
+}
+
+// daemonConn is a client of node-1's daemon, made once.
+func (e *labEnv) daemonConn() *grpc.ClientConn {
+	if e.conn == nil {
+		conn, err := dialDaemon(e.path("eni.socket"))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.t.Cleanup(func() { conn.Close() })
+		e.conn = conn
 	}
+	return e.conn
 }
 
 // ecsClient is the real SDK pointed at fakecloud with the test's

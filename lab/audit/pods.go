@@ -2,13 +2,11 @@ package audit
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
-	"sort"
 	"strings"
 	"time"
-
-	"github.com/terway-sim/terway/daemon/store"
 )
 
 // checkNodes compares the lab's nodes with the API server's.
@@ -45,7 +43,7 @@ func (ix *index) checkPodsAgainstStore() {
 			have[a.Key()] = true
 			ix.checkAttachment(n, a)
 		}
-		for _, key := range sortedKeys(ix.live[n.in.Name]) {
+		for _, key := range slices.Sorted(maps.Keys(ix.live[n.in.Name])) {
 			p := ix.live[n.in.Name][key]
 			if running(p) && !have[key] {
 				ix.add(Finding{Kind: KindMissingAttachment, Node: n.in.Name, Object: "pod " + key,
@@ -57,7 +55,7 @@ func (ix *index) checkPodsAgainstStore() {
 }
 
 // checkAttachment judges one attachment against its pod.
-func (ix *index) checkAttachment(n *nodeSnap, a store.Attachment) {
+func (ix *index) checkAttachment(n *nodeSnap, a attachment) {
 	key := a.Key()
 	p := ix.s.kube.pods[key]
 	if ix.reserved(a) {
@@ -139,20 +137,7 @@ func sameAddrs(a, b []netip.Addr) bool {
 	return true
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
+// sortedAddrs are m's addresses in order, for stable findings.
 func sortedAddrs[V any](m map[netip.Addr]V) []netip.Addr {
-	out := make([]netip.Addr, 0, len(m))
-	for a := range m {
-		out = append(out, a)
-	}
-	slices.SortFunc(out, func(x, y netip.Addr) int { return x.Compare(y) })
-	return out
+	return slices.SortedFunc(maps.Keys(m), netip.Addr.Compare)
 }

@@ -6,10 +6,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/terway-sim/terway/rpc"
 )
@@ -34,25 +32,17 @@ type poolView struct {
 	inflight, waiting int
 }
 
-// poolTimeout bounds one tracing call.
-const poolTimeout = 5 * time.Second
-
-// readPool asks the daemon on socket for its pool
+// readPool asks the daemon on conn for its pool
 // (TerwayTracing.GetResourceTrace of resource_pool/default, the data
 // terway-cli shows): "ip/<ipv4>" → "<eni ID> <state> <owner>", plus the
 // counters.
-func readPool(ctx context.Context, socket string) (*poolView, error) {
-	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, fmt.Errorf("pool: dial %s: %w", socket, err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, poolTimeout)
+func readPool(ctx context.Context, conn *grpc.ClientConn, socket string) (*poolView, error) {
+	ctx, cancel := context.WithTimeout(ctx, daemonTimeout)
 	defer cancel()
 	reply, err := rpc.NewTerwayTracingClient(conn).GetResourceTrace(ctx,
 		&rpc.ResourceTypeNameRequest{Type: "resource_pool", Name: "default"})
 	if err != nil {
-		return nil, fmt.Errorf("pool: trace of the daemon on %s: %w", socket, err)
+		return nil, daemonError("pool", socket, err)
 	}
 	return parsePoolTrace(reply.GetTrace())
 }

@@ -87,7 +87,7 @@ const (
 	SourceCloud Source = "cloud"
 	// SourceKube is the API server's pods and nodes.
 	SourceKube Source = "kube"
-	// SourceStore is a daemon's bbolt store.
+	// SourceStore is a daemon's store records, asked over its socket.
 	SourceStore Source = "store"
 	// SourcePool is a daemon's pool as its tracing API lists it.
 	SourcePool Source = "pool"

@@ -1,72 +1,13 @@
 package audit
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/terway-sim/terway/daemon/store"
 	"github.com/terway-sim/terway/rpc"
 )
-
-// The running daemon holds bbolt's exclusive lock: the audit must read a
-// copy without waiting for it.
-func TestReadStoreWhileLocked(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "ResRelation.db")
-	s, err := store.Open(path, store.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	a := store.Attachment{PodNamespace: "ns", PodName: "a", PodUID: "u", IPType: store.IPTypeENIMultiIP,
-		Resources: []store.Resource{{Type: store.ResourceENIIP, ID: "m.192.168.0.5", ENIID: "eni-1", IPv4: "192.168.0.5"}}}
-	if err := s.Put(a); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.PutIntent(store.Intent{Key: "k", Kind: store.IntentCreateENI}); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	v, err := readStore(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if time.Since(start) > time.Second {
-		t.Fatalf("reading a locked store took %v", time.Since(start))
-	}
-	if len(v.atts) != 1 || v.atts[0].Key() != "ns/a" || len(v.intents) != 1 {
-		t.Fatalf("read %+v", v)
-	}
-	// The daemon's store is untouched and still usable.
-	if err := s.Delete("ns", "a"); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestReadStoreErrors(t *testing.T) {
-	dir := t.TempDir()
-	if _, err := readStore(context.Background(), filepath.Join(dir, "absent.db")); err == nil {
-		t.Fatal("absent store read without error")
-	}
-	junk := filepath.Join(dir, "junk.db")
-	if err := os.WriteFile(junk, bytes.Repeat([]byte("x"), 8192), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, err := readStore(context.Background(), junk)
-	if !errors.Is(err, store.ErrUnknownFormat) {
-		t.Fatalf("junk store: %v, want ErrUnknownFormat", err)
-	}
-	if b, _ := os.ReadFile(junk); !bytes.Equal(b, bytes.Repeat([]byte("x"), 8192)) {
-		t.Fatal("the audit modified the store file")
-	}
-}
 
 func TestParsePoolTrace(t *testing.T) {
 	kv := func(k, v string) *rpc.MapKeyValueEntry { return &rpc.MapKeyValueEntry{Key: k, Value: v} }

@@ -6,14 +6,14 @@ import (
 	"github.com/terway-sim/terway/lab/audit"
 )
 
-// AuditInput points the audit at the lab's four sources: fakecloud's
-// world, the API server, each node's daemon store (and pool, through its
-// socket) and each node's network namespace.
+// AuditInput points the audit at the lab's sources: fakecloud's world,
+// the API server, each node's daemon (its store's records and its pool,
+// asked over its socket) and each node's network namespace.
 func (s *State) AuditInput(kube kubernetes.Interface) audit.Input {
 	in := audit.Input{FakecloudURL: s.FakecloudURL, AdminToken: s.AdminToken, Kube: kube, Mode: s.Mode}
 	for _, n := range s.Nodes {
 		in.Nodes = append(in.Nodes, audit.NodeInput{Name: n.Name, InstanceID: n.InstanceID, NetNS: n.NetNS,
-			StorePath: n.HostPath("/var/lib/cni/terway/ResRelation.db"), Socket: n.HostPath("/run/eni/eni.socket")})
+			Socket: n.HostPath("/run/eni/eni.socket")})
 	}
 	return in
 }

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -24,35 +23,6 @@ const (
 	// in VPC mode (ARCHITECTURE's address plan).
 	vpcClusterCIDR = "172.20.0.0/16"
 )
-
-// issueCerts creates every certificate of the control plane and of nodes.
-func issueCerts(p *pki, nodes []NodeState) error {
-	client := func(name, cn string, orgs ...string) certSpec {
-		return certSpec{name: name, cn: cn, orgs: orgs, client: true}
-	}
-	specs := []certSpec{
-		{name: "apiserver", cn: "kube-apiserver", server: true,
-			ips: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")},
-			dns: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-				"kubernetes.default.svc.cluster.local"}},
-		client("admin", "terway-lab-admin", "system:masters"),
-		client("apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters"),
-		client("controller-manager", "system:kube-controller-manager"),
-		client("scheduler", "system:kube-scheduler"),
-		client("kube-proxy", "system:kube-proxy"),
-	}
-	for _, n := range nodes {
-		specs = append(specs, certSpec{name: "node-" + n.Name, cn: "system:node:" + n.Name,
-			orgs: []string{"system:nodes"}, client: true, server: true, dns: []string{n.Name},
-			ips: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(n.PrimaryIP)}})
-	}
-	for _, s := range specs {
-		if err := p.issue(s); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // controlPlane runs etcd, kube-apiserver, kube-controller-manager and
 // kube-scheduler on the host's loopback.

@@ -14,29 +14,70 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
 )
 
-// certSpec describes one certificate the CA signs.
+// certSpec is one certificate the CA signs: its file stem (<name>.crt,
+// <name>.key) and client-go's description of it (subject, SANs, extended
+// usages).
 type certSpec struct {
-	name   string // file stem: <name>.crt, <name>.key
-	cn     string
-	orgs   []string
-	server bool
-	client bool
-	dns    []string
-	ips    []net.IP
+	name string
+	cert.Config
 }
 
-// pki is the lab's certificate authority. ECDSA P-256 keys are used
-// throughout because they take milliseconds to generate where RSA keys
-// took most of the recipe's nine seconds of openssl.
+var (
+	serverAuth      = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	clientAuth      = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	serverAndClient = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+)
+
+// issueCerts creates every certificate of the control plane and of nodes:
+// the API server's serving one (for its loopback address, the kubernetes
+// Service's ClusterIP and names), the clients' (their CN and O are their
+// RBAC user and groups) and each kubelet's, for serving and as a client.
+func issueCerts(p *pki, nodes []NodeState) error {
+	client := func(name, cn string, orgs ...string) certSpec {
+		return certSpec{name: name, Config: cert.Config{CommonName: cn, Organization: orgs, Usages: clientAuth}}
+	}
+	specs := []certSpec{
+		{name: "apiserver", Config: cert.Config{CommonName: "kube-apiserver", Usages: serverAuth,
+			AltNames: cert.AltNames{IPs: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")},
+				DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+					"kubernetes.default.svc.cluster.local"}}}},
+		client("admin", "terway-lab-admin", "system:masters"),
+		client("apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters"),
+		client("controller-manager", "system:kube-controller-manager"),
+		client("scheduler", "system:kube-scheduler"),
+		client("kube-proxy", "system:kube-proxy"),
+	}
+	for _, n := range nodes {
+		specs = append(specs, certSpec{name: "node-" + n.Name, Config: cert.Config{CommonName: "system:node:" + n.Name,
+			Organization: []string{"system:nodes"}, Usages: serverAndClient,
+			AltNames: cert.AltNames{DNSNames: []string{n.Name}, IPs: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(n.PrimaryIP)}}}})
+	}
+	for _, s := range specs {
+		if err := p.issue(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pki is the lab's certificate authority, on client-go's cert and keyutil
+// (the CA, PEM encoding, file modes: keys 0600, certificates 0644, in a
+// 0700 directory). ECDSA P-256 keys are used throughout because they take
+// milliseconds to generate where RSA keys took most of the recipe's nine
+// seconds of openssl.
 type pki struct {
 	dir    string
 	caCert *x509.Certificate
 	caKey  crypto.Signer
 }
 
-// newPKI creates the CA and the service-account signing key in dir.
+// newPKI creates the CA (valid from an hour ago, against clock skew, for
+// ten years) and the service-account signing key in dir.
 func newPKI(dir string) (*pki, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create pki dir: %w", err)
@@ -45,47 +86,44 @@ func newPKI(dir string) (*pki, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generate CA key: %w", err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "terway-lab-ca"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().AddDate(10, 0, 0),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	ca, err := cert.NewSelfSignedCACert(cert.Config{CommonName: "terway-lab-ca", NotBefore: time.Now().Add(-time.Hour)}, key)
 	if err != nil {
 		return nil, fmt.Errorf("self-sign CA: %w", err)
 	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
+	p := &pki{dir: dir, caCert: ca, caKey: key}
+	if err := p.write("ca", ca, key); err != nil {
 		return nil, err
 	}
-	p := &pki{dir: dir, caCert: cert, caKey: key}
-	if err := writePEM(p.path("ca.crt"), "CERTIFICATE", der); err != nil {
-		return nil, err
-	}
-	if err := writeKey(p.path("ca.key"), key); err != nil {
-		return nil, err
-	}
+	return p, p.writeServiceAccountKey()
+}
+
+// writeServiceAccountKey writes sa.key, with which kube-controller-manager
+// signs service-account tokens, and sa.pub, with which kube-apiserver
+// verifies them.
+func (p *pki) writeServiceAccountKey() error {
 	sa, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, fmt.Errorf("generate service-account key: %w", err)
+		return fmt.Errorf("generate service-account key: %w", err)
 	}
 	if err := writeKey(p.path("sa.key"), sa); err != nil {
-		return nil, err
+		return err
 	}
 	pub, err := x509.MarshalPKIXPublicKey(sa.Public())
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("encode service-account public key: %w", err)
 	}
-	return p, writePEM(p.path("sa.pub"), "PUBLIC KEY", pub)
+	data := pem.EncodeToMemory(&pem.Block{Type: keyutil.PublicKeyBlockType, Bytes: pub})
+	if err := cert.WriteCert(p.path("sa.pub"), data); err != nil {
+		return fmt.Errorf("write sa.pub: %w", err)
+	}
+	return nil
 }
 
 func (p *pki) path(name string) string { return filepath.Join(p.dir, name) }
 
-// issue signs a certificate for s and writes <name>.crt and <name>.key.
+// issue signs a certificate for s, valid from an hour ago until the CA
+// expires, and writes <name>.crt and <name>.key. (client-go signs only
+// self-signed certificates; this is the CA-signed counterpart.)
 func (p *pki) issue(s certSpec) error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -93,47 +131,48 @@ func (p *pki) issue(s certSpec) error {
 	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
 	if err != nil {
-		return err
+		return fmt.Errorf("serial for %s: %w", s.name, err)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: s.cn, Organization: s.orgs},
+		Subject:      pkix.Name{CommonName: s.CommonName, Organization: s.Organization},
 		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().AddDate(10, 0, 0),
+		NotAfter:     p.caCert.NotAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		DNSNames:     s.dns,
-		IPAddresses:  s.ips,
-	}
-	if s.server {
-		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
-	}
-	if s.client {
-		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
+		ExtKeyUsage:  s.Usages,
+		DNSNames:     s.AltNames.DNSNames,
+		IPAddresses:  s.AltNames.IPs,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, key.Public(), p.caKey)
 	if err != nil {
 		return fmt.Errorf("sign certificate %s: %w", s.name, err)
 	}
-	if err := writePEM(p.path(s.name+".crt"), "CERTIFICATE", der); err != nil {
-		return err
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		return fmt.Errorf("parse certificate %s: %w", s.name, err)
 	}
-	return writeKey(p.path(s.name+".key"), key)
+	return p.write(s.name, c, key)
+}
+
+// write writes <name>.crt and <name>.key.
+func (p *pki) write(name string, c *x509.Certificate, key *ecdsa.PrivateKey) error {
+	data, err := cert.EncodeCertificates(c)
+	if err != nil {
+		return fmt.Errorf("encode %s.crt: %w", name, err)
+	}
+	if err := cert.WriteCert(p.path(name+".crt"), data); err != nil {
+		return fmt.Errorf("write %s.crt: %w", name, err)
+	}
+	return writeKey(p.path(name+".key"), key)
 }
 
 func writeKey(path string, key *ecdsa.PrivateKey) error {
-	der, err := x509.MarshalECPrivateKey(key)
+	data, err := keyutil.MarshalPrivateKeyToPEM(key)
 	if err != nil {
 		return fmt.Errorf("encode key %s: %w", path, err)
 	}
-	return writePEM(path, "EC PRIVATE KEY", der)
-}
-
-// writePEM writes one PEM block readable by root only: keys and
-// certificates of the lab are nobody else's business.
-func writePEM(path, typ string, der []byte) error {
-	data := pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	if err := keyutil.WriteKey(path, data); err != nil {
+		return fmt.Errorf("write key %s: %w", path, err)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/gofrs/flock"
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -69,8 +70,10 @@ type Fabric struct {
 	metaAddr netip.Addr
 	apiAddr  netip.Addr
 
-	// nsh is the open fabric namespace; it also holds the fabric's lock.
+	// nsh is the open fabric namespace.
 	nsh netns.NsHandle
+	// lock marks the fabric live (lockFabricNS) until teardown.
+	lock *flock.Flock
 	// stopWatch ends the port watcher; wg tracks it and the listeners.
 	stopWatch chan struct{}
 	wg        sync.WaitGroup
@@ -139,7 +142,7 @@ func (f *Fabric) setup() error {
 		return fmt.Errorf("open fabric netns %s: %w", f.path, err)
 	}
 	f.nsh = h
-	if err := lockFabricNS(h, f.path); err != nil {
+	if f.lock, err = lockFabricNS(f.path); err != nil {
 		return err
 	}
 	if f.nl, err = netlink.NewHandleAt(h, unix.NETLINK_ROUTE); err != nil {
@@ -278,6 +281,10 @@ func (f *Fabric) teardown() error {
 	if f.nsh.IsOpen() {
 		errs = append(errs, f.nsh.Close())
 		f.nsh = netns.None()
+	}
+	if f.lock != nil {
+		errs = append(errs, f.lock.Unlock())
+		f.lock = nil
 	}
 	errs = append(errs, removeNetNS(f.path))
 	return errors.Join(errs...)

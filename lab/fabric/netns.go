@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/gofrs/flock"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -88,17 +89,19 @@ func removeNetNS(path string) error {
 }
 
 // lockFabricNS takes the exclusive lock that marks a live fabric: an
-// advisory flock on its open namespace file, released by the kernel when
-// the process dies, so a crashed fabric's leftovers are never mistaken for
-// a live one.
-func lockFabricNS(h netns.NsHandle, path string) error {
-	if err := unix.Flock(int(h), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return fmt.Errorf("fabric namespace %s is in use by a live fabric: %w", path, ErrInUse)
-		}
-		return fmt.Errorf("lock fabric namespace %s: %w", path, err)
+// advisory flock(2) on its namespace file (gofrs/flock, opened read-only,
+// never created), released by the kernel when the process dies, so a
+// crashed fabric's leftovers are never mistaken for a live one.
+func lockFabricNS(path string) (*flock.Flock, error) {
+	l := flock.New(path, flock.SetFlag(os.O_RDONLY))
+	ok, err := l.TryLock()
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("lock fabric namespace %s: %w", path, err)
+	case !ok:
+		return nil, fmt.Errorf("fabric namespace %s is in use by a live fabric: %w", path, ErrInUse)
 	}
-	return nil
+	return l, nil
 }
 
 // ErrInUse is returned by NewFabric and Cleanup when a live fabric (in
@@ -119,13 +122,11 @@ func Cleanup(name, netnsDir string) error {
 		netnsDir = DefaultNetNSDir
 	}
 	fpath := fabricNSPath(netnsDir, name)
-	if h, err := netns.GetFromPath(fpath); err == nil {
-		lerr := lockFabricNS(h, fpath)
-		// The probe lock goes with the descriptor.
-		_ = h.Close()
-		if errors.Is(lerr, ErrInUse) {
-			return lerr
-		}
+	// A probe: an absent file or any error but ErrInUse lets it go on.
+	if l, err := lockFabricNS(fpath); err == nil {
+		_ = l.Unlock()
+	} else if errors.Is(err, ErrInUse) {
+		return err
 	}
 	entries, err := os.ReadDir(netnsDir)
 	if errors.Is(err, os.ErrNotExist) {

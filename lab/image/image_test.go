@@ -14,6 +14,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
 // readTar returns the members of a tar archive by name, in order.
@@ -70,9 +74,14 @@ func TestWriteDigestsMatchContent(t *testing.T) {
 	if err := Write(&out, testImage(t)); err != nil {
 		t.Fatal(err)
 	}
-	_, members := readTar(t, out.Bytes())
+	hdrs, members := readTar(t, out.Bytes())
+	for _, h := range hdrs {
+		if h.Typeflag != tar.TypeReg || h.Uid != 0 || h.Gid != 0 {
+			t.Errorf("archive member %s: type %c, owner %d:%d", h.Name, h.Typeflag, h.Uid, h.Gid)
+		}
+	}
 
-	var manifest []manifestEntry
+	var manifest tarball.Manifest
 	if err := json.Unmarshal(members["manifest.json"], &manifest); err != nil {
 		t.Fatalf("manifest.json: %v", err)
 	}
@@ -84,32 +93,90 @@ func TestWriteDigestsMatchContent(t *testing.T) {
 	if !ok {
 		t.Fatalf("config %s missing", m.Config)
 	}
-	if want := sum(cfgBytes) + ".json"; m.Config != want {
+	if want := "sha256:" + sum(cfgBytes); m.Config != want {
 		t.Errorf("config named %s, its digest gives %s", m.Config, want)
 	}
 	layer, ok := members[m.Layers[0]]
 	if !ok {
 		t.Fatalf("layer %s missing", m.Layers[0])
 	}
-	if want := sum(layer) + "/layer.tar"; m.Layers[0] != want {
+	if want := sum(layer) + ".tar"; m.Layers[0] != want {
 		t.Errorf("layer named %s, its digest gives %s", m.Layers[0], want)
 	}
 
-	var cfg config
-	if err := json.Unmarshal(cfgBytes, &cfg); err != nil {
+	cfg, err := v1.ParseConfigFile(bytes.NewReader(cfgBytes))
+	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	if got, want := cfg.RootFS.DiffIDs, []string{"sha256:" + sum(layer)}; !reflect.DeepEqual(got, want) {
+	if got, want := cfg.RootFS.DiffIDs, []v1.Hash{{Algorithm: "sha256", Hex: sum(layer)}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("diff_ids = %v, want %v", got, want)
 	}
-	if cfg.Architecture != "amd64" || cfg.OS != "linux" || cfg.RootFS.Type != "layers" {
-		t.Errorf("platform/rootfs = %s/%s %s", cfg.OS, cfg.Architecture, cfg.RootFS.Type)
+	if cfg.Architecture != "amd64" || cfg.OS != "linux" || cfg.RootFS.Type != "layers" || !cfg.Created.Equal(Epoch) {
+		t.Errorf("platform/rootfs/created = %s/%s %s %v", cfg.OS, cfg.Architecture, cfg.RootFS.Type, cfg.Created)
 	}
-	wantCC := containerConfig{Entrypoint: []string{"/bin/sh"}, Cmd: []string{"-c", "true"}, Env: []string{"PATH=/bin"}}
-	if !reflect.DeepEqual(cfg.Config, wantCC) {
-		t.Errorf("config.config = %+v, want %+v", cfg.Config, wantCC)
+	c := cfg.Config
+	if !reflect.DeepEqual(c.Entrypoint, []string{"/bin/sh"}) || !reflect.DeepEqual(c.Cmd, []string{"-c", "true"}) ||
+		!reflect.DeepEqual(c.Env, []string{"PATH=/bin"}) {
+		t.Errorf("config.config = %+v", c)
 	}
 	checkLayer(t, layer)
+}
+
+// TestWriteReadsBack: the archive is an image to a docker-save reader
+// (go-containerregistry's, as ctr and docker read it): its tag, image ID
+// and layer.
+func TestWriteReadsBack(t *testing.T) {
+	var out bytes.Buffer
+	if err := Write(&out, testImage(t)); err != nil {
+		t.Fatal(err)
+	}
+	opener := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(out.Bytes())), nil }
+	tag, err := name.NewTag("lab.local/test:1", name.StrictValidation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := tarball.Image(opener, &tag)
+	if err != nil {
+		t.Fatalf("read the archive as lab.local/test:1: %v", err)
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("layers: %v, %v", layers, err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	layer, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLayer(t, layer)
+	if _, err := img.ConfigName(); err != nil {
+		t.Errorf("image ID: %v", err)
+	}
+}
+
+// TestWriteImageIDPinned: the same input gives the same image ID from one
+// build (and library version) to the next. A deliberate change of the
+// image format updates the ID here.
+func TestWriteImageIDPinned(t *testing.T) {
+	img := Image{Ref: "lab.local/pinned:1", Entrypoint: []string{"/hello"}, Env: []string{"PATH=/"},
+		Files: []File{{Path: "/hello", Data: []byte("hello\n"), Mode: 0o755}, {Path: "/etc/motd", Data: []byte("motd\n")}}}
+	var out bytes.Buffer
+	if err := Write(&out, img); err != nil {
+		t.Fatal(err)
+	}
+	_, members := readTar(t, out.Bytes())
+	var manifest tarball.Manifest
+	if err := json.Unmarshal(members["manifest.json"], &manifest); err != nil || len(manifest) != 1 {
+		t.Fatalf("manifest.json: %v %+v", err, manifest)
+	}
+	const want = "sha256:721bc6afda293d6f9ee519677bdde40146f63ed26dcd68970fb84f34cc6ad36e"
+	if manifest[0].Config != want {
+		t.Errorf("image ID %s, want %s", manifest[0].Config, want)
+	}
 }
 
 // checkLayer checks order, parents, ownership, times, modes and content.

@@ -165,3 +165,31 @@ func tarMode(m fs.FileMode, def int64) int64 {
 	}
 	return mode
 }
+
+func writeRegular(tw *tar.Writer, name string, mode int64, data []byte) error {
+	h := baseHeader(name)
+	h.Typeflag = tar.TypeReg
+	h.Mode = mode
+	h.Size = int64(len(data))
+	if err := tw.WriteHeader(h); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if _, err := tw.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return nil
+}
+
+func dirHeader(name string, mode int64) *tar.Header {
+	h := baseHeader(name)
+	h.Typeflag = tar.TypeDir
+	h.Mode = mode
+	return h
+}
+
+// baseHeader carries what every entry shares: root ownership and Epoch.
+// USTAR keeps the headers free of PAX records (atime, ctime) that would
+// vary; it holds names up to 255 bytes, which is plenty for images.
+func baseHeader(name string) *tar.Header {
+	return &tar.Header{Name: name, ModTime: Epoch, Format: tar.FormatUSTAR}
+}

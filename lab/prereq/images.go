@@ -120,8 +120,8 @@ func (e *ensurer) ensureImage(a imageArchive) error {
 	return writeStamp(e.stampPath, e.stamp)
 }
 
-// imageEntry describes an image by its spec, with each source file
-// replaced by the hash of its content.
+// imageEntry describes an image by the archive format and its spec, with
+// each source file replaced by the hash of its content.
 func imageEntry(img image.Image) (stampEntry, error) {
 	spec := img
 	spec.Files = make([]image.File, len(img.Files))
@@ -139,7 +139,7 @@ func imageEntry(img image.Image) (stampEntry, error) {
 	if err != nil {
 		return stampEntry{}, fmt.Errorf("image %s: %w", img.Ref, err)
 	}
-	return newEntry([]string{"image " + img.Ref, "spec sha256:" + hashStrings([]string{string(b)})}), nil
+	return newEntry([]string{"image " + img.Ref, "format " + image.Format, "spec sha256:" + hashStrings([]string{string(b)})}), nil
 }
 
 // writeArchive writes the archive to a temp file and renames it, so a
