@@ -26,6 +26,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/terway-sim/terway/daemon/deviceplugin"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 // waitLimit is generous: -race on a loaded 2-core CI machine is slow.
@@ -156,30 +157,29 @@ func (h *harness) stop() error {
 // awaitRegistration advances the fake clock until k accepts a registration.
 func (h *harness) awaitRegistration(k *fakeKubelet) *v1beta1.RegisterRequest {
 	h.t.Helper()
-	deadline := time.After(waitLimit)
-	for {
+	var r *v1beta1.RegisterRequest
+	testwait.For(h.t, waitLimit, "a registration", func() error {
 		select {
-		case r := <-k.reqs:
-			return r
-		case <-deadline:
-			h.t.Fatalf("no registration within %v (%d attempts)", waitLimit, k.attempts.Load())
-		case <-time.After(5 * time.Millisecond):
+		case r = <-k.reqs:
+			return nil
+		default:
 			h.clk.Step(time.Second)
+			return fmt.Errorf("%d attempts, none accepted", k.attempts.Load())
 		}
-	}
+	})
+	return r
 }
 
 // waitFor polls cond, advancing the fake clock, until it holds.
 func (h *harness) waitFor(what string, cond func() bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out waiting for %s", what)
+	testwait.Until(h.t, waitLimit, what, func() bool {
+		if cond() {
+			return true
 		}
 		h.clk.Step(time.Second)
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	})
 }
 
 func dialPlugin(t *testing.T, dir, endpoint string) v1beta1.DevicePluginClient {
