@@ -18,6 +18,7 @@ import (
 
 	"github.com/terway-sim/terway/daemon/config"
 	"github.com/terway-sim/terway/daemon/mode"
+	"github.com/terway-sim/terway/internal/testwait"
 	"github.com/terway-sim/terway/rpc"
 )
 
@@ -89,7 +90,7 @@ func TestGarbageCollectReleasesWhatTheRuntimeForgot(t *testing.T) {
 			t.Fatalf("p%d held=%v after GC, want %v", i, ok, want)
 		}
 	}
-	eventually(t, "an AllocIPSucceed event on gc/p0", func() bool {
+	testwait.Until(t, waitLimit, "an AllocIPSucceed event on gc/p0", func() bool {
 		return strings.Contains(strings.Join(podEvents(t, l, "gc", "p0"), "\n"), "AllocIPSucceed: Alloc IP 192.168.")
 	})
 	// Idempotent: nothing more to release.
@@ -111,8 +112,7 @@ func TestPoolGauges(t *testing.T) {
 		}
 	}
 	got := map[string]float64{}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.For(t, 10*time.Second, "the pool's gauges", func() error {
 		mfs, err := reg.Gather()
 		if err != nil {
 			t.Fatal(err)
@@ -126,13 +126,10 @@ func TestPoolGauges(t *testing.T) {
 		}
 		if got["terway_resource_pool_inuse_count"] == 3 && got["terway_resource_pool_total_count"] >= 3 &&
 			got["terway_eniip_factory_eni_count"] >= 1 && got["terway_resource_pool_idle_count"] == got["terway_resource_pool_total_count"]-3 {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gauges %v", got)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("gauges %v", got)
+	})
 }
 
 // While the daemon initialises, its socket already answers: STATUS says

@@ -23,7 +23,9 @@ import (
 	"github.com/terway-sim/terway/daemon/config"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/noproxy"
 	"github.com/terway-sim/terway/internal/plugintest"
+	"github.com/terway-sim/terway/internal/testwait"
 	"github.com/terway-sim/terway/rpc"
 )
 
@@ -32,16 +34,17 @@ const (
 	testSK   = "daemon-secret"
 	node1    = "i-bp1lab0000000000001" // ecs.g7.xlarge
 	nodeName = "node-1"
+	// waitLimit bounds a wait for the daemon's goroutines, the cloud's
+	// delays and the fake API server: generous, for -race on a loaded
+	// machine.
+	waitLimit = 30 * time.Second
 )
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(childMain())
 	}
-	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
-		os.Unsetenv(k)
-	}
-	os.Setenv("NO_PROXY", "127.0.0.1,localhost")
+	noproxy.Unset()
 	plugintest.QuietKlog() // the informer's retries while a test's API server is "down"
 	// Every goroutine a daemon starts ends when Serve returns or Close
 	// does: none may outlive the tests.
@@ -329,15 +332,11 @@ func TestRestartKeepsEverything(t *testing.T) {
 func TestMaxPodsAnnotation(t *testing.T) {
 	l := newLab(t)
 	l.daemon(nil)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.For(t, 10*time.Second, "the node's max-available-ip annotation", func() error {
 		n, err := l.kube.CoreV1().Nodes().Get(context.Background(), nodeName, metav1.GetOptions{})
 		if err == nil && n.Annotations["k8s.aliyun.com/max-available-ip"] == "45" {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node annotations %v", n.Annotations)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("node annotations %v (%v)", n.GetAnnotations(), err)
+	})
 }

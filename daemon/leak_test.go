@@ -16,6 +16,7 @@ import (
 	"github.com/terway-sim/terway/daemon/cloud"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/testwait"
 	"github.com/terway-sim/terway/rpc"
 )
 
@@ -55,16 +56,16 @@ func unknownENIs(l *lab, d *Daemon) []string {
 // allocUntil allocates an address for pod, retrying refusals (as kubelet
 // retries a failed sandbox) until the deadline.
 func allocUntil(c rpc.TerwayBackendClient, ns, name string, deadline time.Time) (*rpc.AllocIPReply, error) {
-	for {
+	var r *rpc.AllocIPReply
+	var err error
+	_ = poll(100*time.Millisecond, time.Until(deadline), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		r, err := c.AllocIP(ctx, &rpc.AllocIPRequest{K8SPodNamespace: ns, K8SPodName: name, K8SPodInfraContainerId: "c-" + name,
+		defer cancel()
+		r, err = c.AllocIP(ctx, &rpc.AllocIPRequest{K8SPodNamespace: ns, K8SPodName: name, K8SPodInfraContainerId: "c-" + name,
 			Netns: "/var/run/netns/c-" + name, IfName: "eth0"})
-		cancel()
-		if err == nil || time.Now().After(deadline) {
-			return r, err
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil
+	})
+	return r, err
 }
 
 // TestLostAttachAnswerLeaksNoENI reproduces issue 20's "ENI leak until
@@ -135,7 +136,7 @@ func TestLostAttachAnswerLeaksNoENI(t *testing.T) {
 			}
 			// Wait until the creations the burst started have failed, then
 			// clear the faults.
-			eventually(t, "the faulted creations to end", func() bool {
+			testwait.Until(t, waitLimit, "the faulted creations to end", func() bool {
 				return l.cloud.CallCount(fakecloud.CallFilter{Action: "CreateNetworkInterface", Outcome: fakecloud.OutcomeSuccess}) >= int64(min(tc.burst, 2)) &&
 					d.pool.Stats().Inflight == 0 && l.cloud.CallCount(fakecloud.CallFilter{Action: "DetachNetworkInterface"}) > 0
 			})
@@ -149,17 +150,9 @@ func TestLostAttachAnswerLeaksNoENI(t *testing.T) {
 			t.Logf("our ENIs when the faults clear: %v", during)
 			l.cloud.ClearFaults()
 			// Within a few sync periods every ENI of ours is known to the pool.
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				unknown := unknownENIs(l, d)
-				if len(unknown) == 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Errorf("ENIs of ours unknown to the pool 10s after the faults cleared: %v", unknown)
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
+			var unknown []string
+			if poll(50*time.Millisecond, 10*time.Second, func() bool { unknown = unknownENIs(l, d); return len(unknown) == 0 }) != nil {
+				t.Errorf("ENIs of ours unknown to the pool 10s after the faults cleared: %v", unknown)
 			}
 			t.Logf("every ENI of ours known %v after the faults cleared", time.Since(start).Round(time.Millisecond))
 			wg.Wait()
@@ -195,6 +188,19 @@ func TestLostAttachAnswerLeaksNoENI(t *testing.T) {
 			}
 		})
 	}
+}
+
+// afterSyncsAndGC lets the daemon's pool sync the node's ENIs — three
+// rounds, two of them begun after the call, so that whatever a sync does
+// with an ENI has been done or started a period before — then runs a GC
+// and waits for two more rounds, one begun after it.
+func afterSyncsAndGC(t *testing.T, d *Daemon) {
+	t.Helper()
+	syncRounds(t, d, 3)
+	if err := d.GC(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	syncRounds(t, d, 2)
 }
 
 // TestForeignENIsSurviveSync puts ENIs the daemon must never touch on its
@@ -275,11 +281,7 @@ func TestForeignENIsSurviveSync(t *testing.T) {
 	}
 	check := func(d *Daemon, when string) {
 		t.Helper()
-		time.Sleep(time.Second) // ten sync periods
-		if err := d.GC(ctxT(t)); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(300 * time.Millisecond)
+		afterSyncsAndGC(t, d)
 		known := map[string]bool{}
 		for _, a := range d.pool.Addresses() {
 			known[a.IP.ENIID] = true

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/testwait"
 	"github.com/terway-sim/terway/rpc"
 )
 
@@ -45,22 +47,18 @@ func TestENIOnlyMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	// With max_pool_size 0 the idle ENI is detached and deleted.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.For(t, 20*time.Second, "the idle ENI deleted", func() error {
 		n := 0
 		for _, e := range l.cloud.ENIs() {
 			if e.Type == fakecloud.ENITypeSecondary {
 				n++
 			}
 		}
-		if n == 2 {
-			break
+		if n != 2 {
+			return fmt.Errorf("%d secondary ENIs after releasing one of 3", n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d secondary ENIs after releasing one of 3", n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if _, err := alloc(t, c, "eo", "d", "c-d"); err != nil {
 		t.Fatalf("after a release: %v", err)
 	}

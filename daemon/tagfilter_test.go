@@ -17,6 +17,7 @@ import (
 	"github.com/terway-sim/terway/daemon/cloud"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/testwait"
 	"github.com/terway-sim/terway/rpc"
 )
 
@@ -103,7 +104,7 @@ func tagFilterRun(t *testing.T, m mode.Mode) {
 		return v.Status
 	}
 	for _, o := range others {
-		eventually(t, o.what+" Available", func() bool { return status(o.id) == fakecloud.ENIAvailable })
+		testwait.Until(t, waitLimit, o.what+" Available", func() bool { return status(o.id) == fakecloud.ENIAvailable })
 		if o.attach != "before" {
 			continue
 		}
@@ -112,7 +113,7 @@ func tagFilterRun(t *testing.T, m mode.Mode) {
 		if _, err := ec.AttachNetworkInterface(req); err != nil {
 			t.Fatalf("attach %s: %v", o.what, err)
 		}
-		eventually(t, o.what+" InUse", func() bool { return status(o.id) == fakecloud.ENIInUse })
+		testwait.Until(t, waitLimit, o.what+" InUse", func() bool { return status(o.id) == fakecloud.ENIInUse })
 	}
 
 	d, c, stop := l.daemon(func(o *Options) { o.Mode = m })
@@ -152,11 +153,7 @@ func tagFilterRun(t *testing.T, m mode.Mode) {
 
 	check := func(d *Daemon, when string) {
 		t.Helper()
-		time.Sleep(time.Second) // ten pool sync periods
-		if err := d.GC(ctxT(t)); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(300 * time.Millisecond)
+		afterSyncsAndGC(t, d)
 		known := map[string]bool{}
 		for _, a := range d.pool.Addresses() {
 			known[a.IP.ENIID] = true
