@@ -19,6 +19,7 @@ import (
 
 	"github.com/terway-sim/terway/daemon/backoff"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/fakecloudtest"
 	"github.com/terway-sim/terway/internal/noproxy"
 )
 
@@ -67,14 +68,9 @@ func newWorld(t *testing.T, opts ...worldOpt) *world {
 		o(&spec, &fo, &co)
 	}
 	fo.Spec = &spec
-	c, err := fakecloud.New(fo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := httptest.NewServer(c)
-	md := httptest.NewServer(c.MetadataHandler(node1))
-	t.Cleanup(func() { api.Close(); md.Close(); c.Close() })
-	co.ECSEndpoint, co.VPCEndpoint = api.URL, api.URL
+	fc := fakecloudtest.Start(t, fo, node1)
+	md := fc.Metadata
+	co.ECSEndpoint, co.VPCEndpoint = fc.API.URL, fc.API.URL
 	cl, err := New(co)
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +80,7 @@ func newWorld(t *testing.T, opts ...worldOpt) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &world{t: t, cloud: c, api: cl, node: &Node{API: cl, Metadata: meta, Instance: inst, MetadataTimeout: 5 * time.Second}, mdURL: md.URL}
+	return &world{t: t, cloud: fc.Cloud, api: cl, node: &Node{API: cl, Metadata: meta, Instance: inst, MetadataTimeout: 5 * time.Second}, mdURL: md.URL}
 }
 
 func ctx(t *testing.T) context.Context {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"github.com/terway-sim/terway/daemon/backoff"
 	"github.com/terway-sim/terway/daemon/cloud"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/fakecloudtest"
 	"github.com/terway-sim/terway/internal/noproxy"
 	"github.com/terway-sim/terway/internal/testwait"
 )
@@ -64,19 +64,13 @@ func newEnv(t *testing.T, mod func(*fakecloud.Spec, *fakecloud.Options)) *env {
 		mod(&spec, &fo)
 	}
 	fo.Spec = &spec
-	fc, err := fakecloud.New(fo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := httptest.NewServer(fc)
-	md := httptest.NewServer(fc.MetadataHandler(node1))
-	t.Cleanup(func() { api.Close(); md.Close(); fc.Close() })
-	cl, err := cloud.New(cloud.Options{RegionID: "cn-hangzhou", ECSEndpoint: api.URL, VPCEndpoint: api.URL,
+	fc := fakecloudtest.Start(t, fo, node1)
+	cl, err := cloud.New(cloud.Options{RegionID: "cn-hangzhou", ECSEndpoint: fc.API.URL, VPCEndpoint: fc.API.URL,
 		Credentials: credentials.NewStaticAKCredentialsProvider(testAK, testSK), Backoff: fastBackoff()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta := cloud.NewMetadata(md.URL, nil, nil, fastBackoff(), nil)
+	meta := cloud.NewMetadata(fc.Metadata.URL, nil, nil, fastBackoff(), nil)
 	inst, err := meta.Instance(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +79,7 @@ func newEnv(t *testing.T, mod func(*fakecloud.Spec, *fakecloud.Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, cloud: fc, node: &cloud.Node{API: cl, Metadata: meta, Instance: inst, MetadataTimeout: 10 * time.Second}, vsw: vsw,
+	return &env{t: t, cloud: fc.Cloud, node: &cloud.Node{API: cl, Metadata: meta, Instance: inst, MetadataTimeout: 10 * time.Second}, vsw: vsw,
 		cfg: MultiIPConfig{MaxENI: 3, IPsPerENI: 15, MinIdle: 0, MaxIdle: 5, BatchWindow: 20 * time.Millisecond,
 			SyncPeriod: time.Hour, FailureBackoff: 50 * time.Millisecond, ExhaustedInhibit: 200 * time.Millisecond,
 			SecurityGroups: []string{fakecloud.DefaultSecurityGroup}, PackENIs: true,

@@ -57,17 +57,7 @@ func TestIdleReclaimJitter(t *testing.T) {
 			for i := range addrs {
 				p.Release(fmt.Sprintf("ns/p%d", i), time.Time{})
 			}
-			settled := func() bool {
-				p.mu.Lock()
-				defer p.mu.Unlock()
-				for _, s := range p.enis {
-					if s.busy {
-						return false
-					}
-				}
-				return p.inflight == 0 && p.creating == 0 && len(p.waiters) == 0
-			}
-			testwait.Until(t, waitLimit, "the pool to settle", settled)
+			testwait.Until(t, waitLimit, "the pool to settle", p.settled)
 			if st := p.Stats(); st.ENIs != 1 || st.Idle != addrs {
 				t.Fatalf("before reclaim: %+v, want %d idle on one ENI", st, addrs)
 			}
@@ -96,7 +86,7 @@ func TestIdleReclaimJitter(t *testing.T) {
 					return p.Stats().Idle == idle-1
 				})
 				idle--
-				testwait.Until(t, waitLimit, "the round's unassign to finish", settled)
+				testwait.Until(t, waitLimit, "the round's unassign to finish", p.settled)
 				p.mu.Lock()
 				next := p.nextReclaim
 				p.mu.Unlock()
