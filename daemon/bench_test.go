@@ -87,9 +87,7 @@ func benchWarmAllocRelease(b *testing.B, patchPodIPs bool) {
 	l.pod("bench", "warm", nil)
 	d, c, _ := l.daemon(func(o *Options) { o.StoreNoSync = false })
 	for i := 0; i < 100; i++ {
-		if _, err := alloc(b, c, "bench", fmt.Sprintf("p%03d", i), fmt.Sprintf("c%03d", i)); err != nil {
-			b.Fatal(err)
-		}
+		allocOK(b, c, "bench", fmt.Sprintf("p%03d", i), fmt.Sprintf("c%03d", i))
 	}
 	testwait.Until(b, waitLimit, "a settled pool", func() bool { st := d.pool.Stats(); return st.Idle >= 5 && st.Inflight == 0 })
 	ctx := context.Background()
@@ -212,9 +210,7 @@ func BenchmarkChurn(b *testing.B) {
 				name := fmt.Sprintf("p%05d", seq)
 				seq++
 				l.pod("churn", name, nil)
-				if _, err := alloc(b, c, "churn", name, "c"+name); err != nil {
-					b.Fatal(err)
-				}
+				allocOK(b, c, "churn", name, "c"+name)
 				running = append(running, name)
 			}
 		}

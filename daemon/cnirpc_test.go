@@ -36,9 +36,7 @@ func TestStatusReportsExhaustionOnlyWhenAskedTo(t *testing.T) {
 				t.Fatalf("fresh daemon: %+v %v", st, err)
 			}
 			for _, n := range []string{"a", "b", "c"} {
-				if _, err := alloc(t, c, "st", n, "c-"+n); err != nil {
-					t.Fatal(err)
-				}
+				allocOK(t, c, "st", n, "c-"+n)
 			}
 			st, err = c.Status(ctxT(t), &rpc.StatusRequest{})
 			if err != nil || !st.Exhausted || st.InUse != 3 || st.Ready == optIn {
@@ -58,9 +56,7 @@ func TestGarbageCollectReleasesWhatTheRuntimeForgot(t *testing.T) {
 	}
 	d, c, _ := l.daemon(nil)
 	for i := 0; i < 4; i++ {
-		if _, err := alloc(t, c, "gc", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i)); err != nil {
-			t.Fatal(err)
-		}
+		allocOK(t, c, "gc", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i))
 	}
 	// p0..p2 were attached long ago; p3 just now (inside the grace).
 	for i := 0; i < 3; i++ {
@@ -107,9 +103,7 @@ func TestPoolGauges(t *testing.T) {
 	}
 	_, c, _ := l.daemon(func(o *Options) { o.Registerer = reg })
 	for i := 0; i < 3; i++ {
-		if _, err := alloc(t, c, "m", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i)); err != nil {
-			t.Fatal(err)
-		}
+		allocOK(t, c, "m", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i))
 	}
 	got := map[string]float64{}
 	testwait.For(t, 10*time.Second, "the pool's gauges", func() error {

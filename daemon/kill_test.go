@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/terway-sim/terway/daemon/config"
@@ -40,25 +41,41 @@ const childEnv = "TERWAYD_TEST_CHILD"
 // childMain runs a daemon with a fake clientset holding the pods listed in
 // the file named by TERWAYD_TEST_PODS, until it is killed.
 func childMain() int {
+	return serveChild(slog.LevelDebug, func(context.Context, *slog.Logger) (kubernetes.Interface, error) {
+		var names []string
+		if b, err := os.ReadFile(os.Getenv("TERWAYD_TEST_PODS")); err == nil {
+			_ = json.Unmarshal(b, &names)
+		}
+		objs := []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}}
+		for _, n := range names {
+			ns, name, _ := strings.Cut(n, "/")
+			objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(n)},
+				Spec: corev1.PodSpec{NodeName: nodeName}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
+		}
+		return fake.NewClientset(objs...), nil
+	})
+}
+
+// serveChild is the main of a daemon process of the tests: a daemon of
+// the config TERWAYD_TEST_CONFIG names, logging at level to stderr, with
+// the Kubernetes API kube makes, serves until SIGTERM (or a kill). It
+// returns the exit code: 2 when the setup fails, 3 when the daemon does
+// not start, 4 when it stops with an error.
+func serveChild(level slog.Level, kube func(context.Context, *slog.Logger) (kubernetes.Interface, error)) int {
 	cfg, err := config.ParseFile(os.Getenv("TERWAYD_TEST_CONFIG"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	var names []string
-	if b, err := os.ReadFile(os.Getenv("TERWAYD_TEST_PODS")); err == nil {
-		_ = json.Unmarshal(b, &names)
-	}
-	objs := []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}}
-	for _, n := range names {
-		ns, name, _ := strings.Cut(n, "/")
-		objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(n)},
-			Spec: corev1.PodSpec{NodeName: nodeName}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
-	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	d, err := New(ctx, Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: nodeName, Kube: fake.NewClientset(objs...), Logger: logger})
+	cs, err := kube(ctx, logger)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	d, err := New(ctx, Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: nodeName, Kube: cs, Logger: logger})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk"
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/requests"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
 
 	"github.com/terway-sim/terway/daemon/cloud"
@@ -190,6 +191,44 @@ func TestLostAttachAnswerLeaksNoENI(t *testing.T) {
 	}
 }
 
+// ecsClient is an ECS client of the lab's cloud, for what someone else
+// does behind the daemon's back. The SDK's constructors race with the
+// daemon's: make it before the daemon starts.
+func (l *lab) ecsClient() *ecs.Client {
+	l.t.Helper()
+	cfg := sdk.NewConfig()
+	cfg.Scheme = "HTTP"
+	ec, err := ecs.NewClientWithOptions(fakecloud.DefaultRegion, cfg, credentials.NewAccessKeyCredential(testAK, testSK))
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	ec.Domain = strings.TrimPrefix(l.apiURL, "http://")
+	return ec
+}
+
+// createENI creates, through ec, an ENI of type typ ("Secondary" when
+// empty) in the lab's vSwitch with tags and secondaries secondary
+// addresses, and returns its ID; what names it in a failure.
+func (l *lab) createENI(ec *ecs.Client, what, typ string, tags map[string]string, secondaries int) string {
+	l.t.Helper()
+	req := ecs.CreateCreateNetworkInterfaceRequest()
+	req.VSwitchId, req.InstanceType = "vsw-bp1lab0000000000001", typ
+	req.SecurityGroupIds = &[]string{fakecloud.DefaultSecurityGroup}
+	if secondaries > 0 {
+		req.SecondaryPrivateIpAddressCount = requests.NewInteger(secondaries)
+	}
+	var ts []ecs.CreateNetworkInterfaceTag
+	for k, v := range tags {
+		ts = append(ts, ecs.CreateNetworkInterfaceTag{Key: k, Value: v})
+	}
+	req.Tag = &ts
+	resp, err := ec.CreateNetworkInterface(req)
+	if err != nil {
+		l.t.Fatalf("create %s: %v", what, err)
+	}
+	return resp.NetworkInterfaceId
+}
+
 // afterSyncsAndGC lets the daemon's pool sync the node's ENIs — three
 // rounds, two of them begun after the call, so that whatever a sync does
 // with an ENI has been done or started a period before — then runs a GC
@@ -235,28 +274,9 @@ func TestForeignENIsSurviveSync(t *testing.T) {
 		{what: "another creator, Available", typ: "Secondary", tags: with("creator", "someone-else")},
 		{what: "untagged, Available", typ: "Secondary"},
 	}
-	// The SDK's constructors race with the daemon's: create before it starts.
-	cfg := sdk.NewConfig()
-	cfg.Scheme = "HTTP"
-	ec, err := ecs.NewClientWithOptions(fakecloud.DefaultRegion, cfg, credentials.NewAccessKeyCredential(testAK, testSK))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ec.Domain = strings.TrimPrefix(l.apiURL, "http://")
+	ec := l.ecsClient()
 	for _, f := range enis {
-		req := ecs.CreateCreateNetworkInterfaceRequest()
-		req.VSwitchId, req.InstanceType = "vsw-bp1lab0000000000001", f.typ
-		req.SecurityGroupIds = &[]string{fakecloud.DefaultSecurityGroup}
-		var tags []ecs.CreateNetworkInterfaceTag
-		for k, v := range f.tags {
-			tags = append(tags, ecs.CreateNetworkInterfaceTag{Key: k, Value: v})
-		}
-		req.Tag = &tags
-		resp, err := ec.CreateNetworkInterface(req)
-		if err != nil {
-			t.Fatalf("create %s: %v", f.what, err)
-		}
-		f.id = resp.NetworkInterfaceId
+		f.id = l.createENI(ec, f.what, f.typ, f.tags, 0)
 	}
 	d, _, stop := l.daemon(nil)
 	// Attached after the daemon started: it is the periodic sync that

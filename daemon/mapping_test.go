@@ -185,10 +185,7 @@ func TestMappingAndHostCleanup(t *testing.T) {
 	ips := map[string]string{}
 	veths := map[string]netlink.Link{}
 	for _, n := range []string{"a", "b", "c"} {
-		r, err := alloc(t, c, "m", n, "c-"+n)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := allocOK(t, c, "m", n, "c-"+n)
 		ips[n] = podIP(r)
 		veths[n] = host.podVeth("tdp" + n)
 		host.podRoutesVia(podIP(r), veths[n])

@@ -60,10 +60,7 @@ func TestPodIPsAnnotationAfterAllocIP(t *testing.T) {
 		l := newLab(t)
 		l.pod("default", "web", nil)
 		_, c, _ := l.daemon(nil)
-		rep, err := alloc(t, c, "default", "web", "c1")
-		if err != nil {
-			t.Fatal(err)
-		}
+		rep := allocOK(t, c, "default", "web", "c1")
 		waitAnnotation(t, l, "default", "web", podIP(rep))
 	})
 	t.Run("off", func(t *testing.T) {
@@ -76,9 +73,7 @@ func TestPodIPsAnnotationAfterAllocIP(t *testing.T) {
 		})
 		l.pod("default", "web", nil)
 		_, c, stop := l.daemon(nil)
-		if _, err := alloc(t, c, "default", "web", "c1"); err != nil {
-			t.Fatal(err)
-		}
+		allocOK(t, c, "default", "web", "c1")
 		stop() // whatever was queued would have run by now
 		if v, ok := l.podAnnotation("default", "web", podIPsAnnotation); ok || patches.Load() != 0 {
 			t.Errorf("enable_patch_pod_ips false: pod annotated %q, %d patches", v, patches.Load())
@@ -101,10 +96,7 @@ func TestPodIPsPatchRetried(t *testing.T) {
 	})
 	l.pod("default", "web", nil)
 	_, c, _ := l.daemon(nil)
-	rep, err := alloc(t, c, "default", "web", "c1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := allocOK(t, c, "default", "web", "c1")
 	waitAnnotation(t, l, "default", "web", podIP(rep))
 	if n := calls.Load(); n != failures+1 {
 		t.Errorf("patch calls = %d, want %d failures and one success", n, failures+1)

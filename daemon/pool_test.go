@@ -59,9 +59,7 @@ func TestPoolWarmUpShrinkAndIdleReclaim(t *testing.T) {
 				t.Fatalf("after warm-up: %+v", st)
 			}
 			for i := 0; i < 14; i++ {
-				if _, err := alloc(t, c, "w", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i)); err != nil {
-					t.Fatal(err)
-				}
+				allocOK(t, c, "w", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i))
 			}
 			if st := d.pool.Stats(); st.InUse != 14 {
 				t.Fatalf("after 14 pods: %+v", st)
@@ -171,10 +169,7 @@ func TestTerwayDBRefusedThenImported(t *testing.T) {
 	l := newLab(t)
 	l.pod("default", "old", nil)
 	d, c, stop := l.daemon(nil)
-	r, err := alloc(t, c, "default", "old", "c-old")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := allocOK(t, c, "default", "old", "c-old")
 	held, _ := d.holds("default/old")
 	stop()
 	// Rewrite the store as Terway would have written it.

@@ -12,7 +12,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -30,11 +29,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/terway-sim/terway/daemon/config"
-	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/rpc"
 )
@@ -1177,38 +1175,22 @@ func init() {
 }
 
 func schedChildMain() int {
-	cfg, err := config.ParseFile(os.Getenv("TERWAYD_TEST_CONFIG"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
 	level := slog.LevelInfo
 	if os.Getenv(schedLogEnv) == "debug" {
 		level = slog.LevelDebug
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	api, err := newDurableAPI(os.Getenv(schedKubeEnv))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	// What the kubelet posted before the restart is in the API server
-	// before the daemon reads it.
-	ctl := os.Getenv(schedCtlEnv)
-	off := api.catchUp(ctx, ctl, 0, logger)
-	go api.follow(ctx, ctl, off, logger)
-	d, err := New(ctx, Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: nodeName, Kube: api.cs, Logger: logger})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 3
-	}
-	if err := d.Serve(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 4
-	}
-	return 0
+	return serveChild(level, func(ctx context.Context, logger *slog.Logger) (kubernetes.Interface, error) {
+		api, err := newDurableAPI(os.Getenv(schedKubeEnv))
+		if err != nil {
+			return nil, err
+		}
+		// What the kubelet posted before the restart is in the API server
+		// before the daemon reads it.
+		ctl := os.Getenv(schedCtlEnv)
+		off := api.catchUp(ctx, ctl, 0, logger)
+		go api.follow(ctx, ctl, off, logger)
+		return api.cs, nil
+	})
 }
 
 // durableAPI is a fake clientset whose pods persist like an API server's:

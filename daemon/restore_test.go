@@ -350,10 +350,7 @@ func TestTruncatedStoreKeepsRunningPodsAddresses(t *testing.T) {
 	_, c, stop := l.daemon(nil)
 	running := map[string]string{}
 	for i := 0; i < 30; i++ {
-		r, err := alloc(t, c, "ns", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i))
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := allocOK(t, c, "ns", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i))
 		ip := podIP(r)
 		running[ip] = fmt.Sprintf("p%d", i)
 		p, err := l.kube.CoreV1().Pods("ns").Get(context.Background(), fmt.Sprintf("p%d", i), metav1.GetOptions{})
@@ -390,10 +387,7 @@ func TestTruncatedStoreKeepsRunningPodsAddresses(t *testing.T) {
 		t.Errorf("%d of 30 running pods' addresses were returned to the cloud", lost)
 	}
 	for i := 30; i < 35; i++ {
-		r, err := alloc(t, c, "ns", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i))
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := allocOK(t, c, "ns", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i))
 		if owner, dup := running[podIP(r)]; dup {
 			t.Errorf("p%d got %s, which running pod %s holds", i, podIP(r), owner)
 		}

@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aliyun/alibaba-cloud-sdk-go/sdk"
-	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
-	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/requests"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
 
 	"github.com/terway-sim/terway/daemon/cloud"
@@ -71,30 +68,10 @@ func tagFilterRun(t *testing.T, m mode.Mode) {
 		{what: "ours without the filter tag, Available", tags: ourTags},
 	}
 	orphan := &other{what: "ours with the filter tag, Available", tags: withFilter}
-	// The SDK's constructors race with the daemon's: create and attach
-	// through it before the daemon starts.
-	cfg := sdk.NewConfig()
-	cfg.Scheme = "HTTP"
-	ec, err := ecs.NewClientWithOptions(fakecloud.DefaultRegion, cfg, credentials.NewAccessKeyCredential(testAK, testSK))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ec.Domain = strings.TrimPrefix(l.apiURL, "http://")
+	// Created and attached through the SDK before the daemon starts.
+	ec := l.ecsClient()
 	for _, o := range append(slices.Clone(others), orphan) {
-		req := ecs.CreateCreateNetworkInterfaceRequest()
-		req.VSwitchId = "vsw-bp1lab0000000000001"
-		req.SecurityGroupIds = &[]string{fakecloud.DefaultSecurityGroup}
-		req.SecondaryPrivateIpAddressCount = requests.NewInteger(2)
-		var tags []ecs.CreateNetworkInterfaceTag
-		for k, v := range o.tags {
-			tags = append(tags, ecs.CreateNetworkInterfaceTag{Key: k, Value: v})
-		}
-		req.Tag = &tags
-		resp, err := ec.CreateNetworkInterface(req)
-		if err != nil {
-			t.Fatalf("create %s: %v", o.what, err)
-		}
-		o.id = resp.NetworkInterfaceId
+		o.id = l.createENI(ec, o.what, "", o.tags, 2)
 	}
 	status := func(id string) string {
 		v, ok := l.cloud.ENI(id)
@@ -244,10 +221,7 @@ func TestENITagsChangeKeepsOwnENIs(t *testing.T) {
 	got := map[string]string{}
 	for i := 0; i < 5; i++ {
 		p := fmt.Sprintf("p%02d", i)
-		r, err := alloc(t, c, "tg", p, "c-"+p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := allocOK(t, c, "tg", p, "c-"+p)
 		got[p] = podIP(r)
 	}
 	before := map[string]bool{}
