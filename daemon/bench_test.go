@@ -20,6 +20,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/testwait"
 	"github.com/terway-sim/terway/rpc"
 )
 
@@ -86,11 +87,9 @@ func benchWarmAllocRelease(b *testing.B, patchPodIPs bool) {
 	l.pod("bench", "warm", nil)
 	d, c, _ := l.daemon(func(o *Options) { o.StoreNoSync = false })
 	for i := 0; i < 100; i++ {
-		if _, err := alloc(b, c, "bench", fmt.Sprintf("p%03d", i), fmt.Sprintf("c%03d", i)); err != nil {
-			b.Fatal(err)
-		}
+		allocOK(b, c, "bench", fmt.Sprintf("p%03d", i), fmt.Sprintf("c%03d", i))
 	}
-	eventually(b, "a settled pool", func() bool { st := d.pool.Stats(); return st.Idle >= 5 && st.Inflight == 0 })
+	testwait.Until(b, waitLimit, "a settled pool", func() bool { st := d.pool.Stats(); return st.Idle >= 5 && st.Inflight == 0 })
 	ctx := context.Background()
 	var pairs, allocs, releases []time.Duration
 	base := mutatingCalls(l)
@@ -211,9 +210,7 @@ func BenchmarkChurn(b *testing.B) {
 				name := fmt.Sprintf("p%05d", seq)
 				seq++
 				l.pod("churn", name, nil)
-				if _, err := alloc(b, c, "churn", name, "c"+name); err != nil {
-					b.Fatal(err)
-				}
+				allocOK(b, c, "churn", name, "c"+name)
 				running = append(running, name)
 			}
 		}
@@ -229,7 +226,7 @@ func BenchmarkChurn(b *testing.B) {
 			}
 		}
 		start(40)
-		time.Sleep(time.Second) // settle
+		l.settle(d)
 		base, started := mutatingCalls(l), 0
 		var idleSum, samples int
 		b.StartTimer()
@@ -238,14 +235,16 @@ func BenchmarkChurn(b *testing.B) {
 			start(n)
 			stopPods(n)
 			started += n
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // the churn's rhythm: a round every 5s, scaled
 			idleSum += d.pool.Stats().Idle
 			samples++
 		}
 		b.StopTimer()
 		mut := mutatingCalls(l) - base
-		// A quiet spell: idle reclaim gives the warm addresses back.
-		time.Sleep(1500 * time.Millisecond)
+		// A quiet spell of up to 1.5s (2.5m): idle reclaim gives the warm
+		// addresses back, down to min_pool_size 0. Nothing allocates
+		// meanwhile, so the spell may end once they are all back.
+		_ = poll(50*time.Millisecond, 1500*time.Millisecond, func() bool { return d.pool.Stats().Idle == 0 })
 		b.ReportMetric(float64(d.pool.Stats().Idle), "idle-ips-after-quiet")
 		b.ReportMetric(float64(mut)/float64(started), "mutating-calls/pod")
 		b.ReportMetric(float64(idleSum)/float64(samples), "avg-idle-ips")

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/testwait"
 	"github.com/terway-sim/terway/rpc"
 )
 
@@ -142,18 +143,16 @@ func TestBurstWithFaults(t *testing.T) {
 			l.cloud.ClearFaults()
 			// store = metadata = fakecloud.
 			cv := l.cloudView()
-			deadline := time.Now().Add(time.Duration(float64(tc.lag)*tc.timeScale) + 10*time.Second)
+			if len(cv) != 45 {
+				t.Fatalf("cloud has %d addresses on our ENIs; want 45", len(cv))
+			}
 			var mv map[string]string
-			for {
-				mv = l.metadataView()
-				if len(mv) == len(cv) || time.Now().After(deadline) {
-					break
+			testwait.For(t, time.Duration(float64(tc.lag)*tc.timeScale)+10*time.Second, "metadata to catch up with the cloud", func() error {
+				if mv = l.metadataView(); len(mv) != len(cv) {
+					return fmt.Errorf("metadata shows %d of the cloud's %d addresses", len(mv), len(cv))
 				}
-				time.Sleep(50 * time.Millisecond)
-			}
-			if len(cv) != 45 || len(mv) != len(cv) {
-				t.Fatalf("cloud has %d addresses on our ENIs, metadata %d; want 45", len(cv), len(mv))
-			}
+				return nil
+			})
 			atts, err := d.store.List()
 			if err != nil {
 				t.Fatal(err)

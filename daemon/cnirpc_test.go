@@ -18,6 +18,7 @@ import (
 
 	"github.com/terway-sim/terway/daemon/config"
 	"github.com/terway-sim/terway/daemon/mode"
+	"github.com/terway-sim/terway/internal/testwait"
 	"github.com/terway-sim/terway/rpc"
 )
 
@@ -35,9 +36,7 @@ func TestStatusReportsExhaustionOnlyWhenAskedTo(t *testing.T) {
 				t.Fatalf("fresh daemon: %+v %v", st, err)
 			}
 			for _, n := range []string{"a", "b", "c"} {
-				if _, err := alloc(t, c, "st", n, "c-"+n); err != nil {
-					t.Fatal(err)
-				}
+				allocOK(t, c, "st", n, "c-"+n)
 			}
 			st, err = c.Status(ctxT(t), &rpc.StatusRequest{})
 			if err != nil || !st.Exhausted || st.InUse != 3 || st.Ready == optIn {
@@ -57,9 +56,7 @@ func TestGarbageCollectReleasesWhatTheRuntimeForgot(t *testing.T) {
 	}
 	d, c, _ := l.daemon(nil)
 	for i := 0; i < 4; i++ {
-		if _, err := alloc(t, c, "gc", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i)); err != nil {
-			t.Fatal(err)
-		}
+		allocOK(t, c, "gc", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i))
 	}
 	// p0..p2 were attached long ago; p3 just now (inside the grace).
 	for i := 0; i < 3; i++ {
@@ -89,7 +86,7 @@ func TestGarbageCollectReleasesWhatTheRuntimeForgot(t *testing.T) {
 			t.Fatalf("p%d held=%v after GC, want %v", i, ok, want)
 		}
 	}
-	eventually(t, "an AllocIPSucceed event on gc/p0", func() bool {
+	testwait.Until(t, waitLimit, "an AllocIPSucceed event on gc/p0", func() bool {
 		return strings.Contains(strings.Join(podEvents(t, l, "gc", "p0"), "\n"), "AllocIPSucceed: Alloc IP 192.168.")
 	})
 	// Idempotent: nothing more to release.
@@ -106,13 +103,10 @@ func TestPoolGauges(t *testing.T) {
 	}
 	_, c, _ := l.daemon(func(o *Options) { o.Registerer = reg })
 	for i := 0; i < 3; i++ {
-		if _, err := alloc(t, c, "m", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i)); err != nil {
-			t.Fatal(err)
-		}
+		allocOK(t, c, "m", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i))
 	}
 	got := map[string]float64{}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.For(t, 10*time.Second, "the pool's gauges", func() error {
 		mfs, err := reg.Gather()
 		if err != nil {
 			t.Fatal(err)
@@ -126,13 +120,10 @@ func TestPoolGauges(t *testing.T) {
 		}
 		if got["terway_resource_pool_inuse_count"] == 3 && got["terway_resource_pool_total_count"] >= 3 &&
 			got["terway_eniip_factory_eni_count"] >= 1 && got["terway_resource_pool_idle_count"] == got["terway_resource_pool_total_count"]-3 {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gauges %v", got)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("gauges %v", got)
+	})
 }
 
 // While the daemon initialises, its socket already answers: STATUS says

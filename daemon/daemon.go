@@ -119,7 +119,11 @@ type Daemon struct {
 	// then GC releases nothing, since only the node's local sources say
 	// what is held (see restore).
 	apiRead atomic.Bool
-	ready   chan struct{}
+	// gcRounds counts the rounds the GC loop has completed, whatever
+	// their outcome (the tracing API shows it: proof, for whoever waits on
+	// it, that a whole round ran after a given moment).
+	gcRounds atomic.Int64
+	ready    chan struct{}
 
 	// life ends when the daemon stops (Serve's context ends, or Close):
 	// the loops, the pools' cloud calls and the allocations in flight

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -23,7 +22,10 @@ import (
 	"github.com/terway-sim/terway/daemon/config"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/fakecloudtest"
+	"github.com/terway-sim/terway/internal/noproxy"
 	"github.com/terway-sim/terway/internal/plugintest"
+	"github.com/terway-sim/terway/internal/testwait"
 	"github.com/terway-sim/terway/rpc"
 )
 
@@ -32,16 +34,17 @@ const (
 	testSK   = "daemon-secret"
 	node1    = "i-bp1lab0000000000001" // ecs.g7.xlarge
 	nodeName = "node-1"
+	// waitLimit bounds a wait for the daemon's goroutines, the cloud's
+	// delays and the fake API server: generous, for -race on a loaded
+	// machine.
+	waitLimit = 30 * time.Second
 )
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(childMain())
 	}
-	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
-		os.Unsetenv(k)
-	}
-	os.Setenv("NO_PROXY", "127.0.0.1,localhost")
+	noproxy.Unset()
 	plugintest.QuietKlog() // the informer's retries while a test's API server is "down"
 	// Every goroutine a daemon starts ends when Serve returns or Close
 	// does: none may outlive the tests.
@@ -70,13 +73,7 @@ func newLab(t testing.TB, opts ...labOpt) *lab {
 		o(&spec, &fo)
 	}
 	fo.Spec = &spec
-	fc, err := fakecloud.New(fo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := httptest.NewServer(fc)
-	md := httptest.NewServer(fc.MetadataHandler(node1))
-	t.Cleanup(func() { api.Close(); md.Close(); fc.Close() })
+	fc := fakecloudtest.Start(t, fo, node1)
 	// unix socket paths are limited to 108 bytes: keep the directory short.
 	dir, err := os.MkdirTemp("", "td")
 	if err != nil {
@@ -84,7 +81,7 @@ func newLab(t testing.TB, opts ...labOpt) *lab {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}})
-	l := &lab{t: t, cloud: fc, kube: kube, dir: dir, apiURL: api.URL, mdURL: md.URL}
+	l := &lab{t: t, cloud: fc.Cloud, kube: kube, dir: dir, apiURL: fc.API.URL, mdURL: fc.Metadata.URL}
 	l.conf = fmt.Sprintf(`{"access_key":%q,"access_secret":%q,"endpoint":%q,"metadata_endpoint":%q,
 		"store_path":%q,"socket_path":%q,"max_pool_size":5,"min_pool_size":0,"service_cidr":"10.96.0.0/12",
 		"cluster_id":"c-test","ip_batch_window":"10ms","ip_exhausted_inhibit":"300ms","gc_period":"1h","pool_check_period":"1h","metadata_lag_timeout":"20s",
@@ -93,7 +90,7 @@ func newLab(t testing.TB, opts ...labOpt) *lab {
 		"eni_delete_confirm":{"Duration":"5ms","Steps":8},"wait_eni_status":{"Duration":"5ms","Factor":1.2,"Steps":12},
 		"meta_assign_private_ip":{"Duration":"5ms","Steps":10},"meta_unassign_private_ip":{"Duration":"5ms","Steps":10},
 		"metadata":{"Duration":"5ms","Steps":4},"pool_growth":{"Duration":"20ms","Cap":"200ms"}}}`,
-		testAK, testSK, api.URL, md.URL, filepath.Join(dir, "store.db"), filepath.Join(dir, "eni.socket"))
+		testAK, testSK, fc.API.URL, fc.Metadata.URL, filepath.Join(dir, "store.db"), filepath.Join(dir, "eni.socket"))
 	return l
 }
 
@@ -178,6 +175,17 @@ func alloc(t testing.TB, c rpc.TerwayBackendClient, ns, name, container string) 
 		Netns: "/var/run/netns/" + container, IfName: "eth0"})
 }
 
+// allocOK allocates an address for the pod and fails the test if that
+// fails.
+func allocOK(t testing.TB, c rpc.TerwayBackendClient, ns, name, container string) *rpc.AllocIPReply {
+	t.Helper()
+	r, err := alloc(t, c, ns, name, container)
+	if err != nil {
+		t.Fatalf("allocate for %s/%s: %v", ns, name, err)
+	}
+	return r
+}
+
 func podIP(r *rpc.AllocIPReply) string { return r.NetConfs[0].BasicInfo.PodIP.IPv4 }
 
 func TestAllocReleaseLifecycle(t *testing.T) {
@@ -186,10 +194,7 @@ func TestAllocReleaseLifecycle(t *testing.T) {
 		p.Annotations = map[string]string{"k8s.aliyun.com/ingress-bandwidth": "8M"}
 	})
 	d, c, _ := l.daemon(nil)
-	r, err := alloc(t, c, "default", "web", "c1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := allocOK(t, c, "default", "web", "c1")
 	nc := r.NetConfs[0]
 	ip := netip.MustParseAddr(podIP(r))
 	if !r.Success || r.IPType != rpc.IPType_TypeENIMultiIP || !netip.MustParsePrefix("192.168.0.0/24").Contains(ip) ||
@@ -246,10 +251,7 @@ func TestStickyAcrossRecreation(t *testing.T) {
 	}
 	l.pod("db", "db-0", sts)
 	d, c, _ := l.daemon(nil)
-	r, err := alloc(t, c, "db", "db-0", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := allocOK(t, c, "db", "db-0", "s1")
 	if _, err := c.ReleaseIP(ctxT(t), &rpc.ReleaseIPRequest{K8SPodNamespace: "db", K8SPodName: "db-0", K8SPodInfraContainerId: "s1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -288,10 +290,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 	_, c, stop := l.daemon(nil)
 	before := map[string]string{}
 	for i := 0; i < 12; i++ {
-		r, err := alloc(t, c, "ns", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i))
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := allocOK(t, c, "ns", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i))
 		before[fmt.Sprintf("ns/p%d", i)] = podIP(r)
 	}
 	stop()
@@ -315,10 +314,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 		}
 	}
 	l.pod("ns", "new", nil)
-	r, err := alloc(t, c2, "ns", "new", "cn")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := allocOK(t, c2, "ns", "new", "cn")
 	for k, ip := range before {
 		if ip == podIP(r) && !strings.HasPrefix(k, "ns/p0") && !strings.HasPrefix(k, "ns/p1") && !strings.HasPrefix(k, "ns/p2") {
 			t.Fatalf("%s handed out again while %s holds it", ip, k)
@@ -329,15 +325,11 @@ func TestRestartKeepsEverything(t *testing.T) {
 func TestMaxPodsAnnotation(t *testing.T) {
 	l := newLab(t)
 	l.daemon(nil)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.For(t, 10*time.Second, "the node's max-available-ip annotation", func() error {
 		n, err := l.kube.CoreV1().Nodes().Get(context.Background(), nodeName, metav1.GetOptions{})
 		if err == nil && n.Annotations["k8s.aliyun.com/max-available-ip"] == "45" {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node annotations %v", n.Annotations)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("node annotations %v (%v)", n.GetAnnotations(), err)
+	})
 }

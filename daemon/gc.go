@@ -21,6 +21,7 @@ func (d *Daemon) gcLoop(ctx context.Context) {
 		if err := d.GC(ctx); err != nil {
 			d.log.Warn("gc", "err", err)
 		}
+		d.gcRounds.Add(1)
 	})
 }
 

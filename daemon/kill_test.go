@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,11 +23,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/terway-sim/terway/daemon/config"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/testwait"
 	"github.com/terway-sim/terway/rpc"
 )
 
@@ -37,25 +41,41 @@ const childEnv = "TERWAYD_TEST_CHILD"
 // childMain runs a daemon with a fake clientset holding the pods listed in
 // the file named by TERWAYD_TEST_PODS, until it is killed.
 func childMain() int {
+	return serveChild(slog.LevelDebug, func(context.Context, *slog.Logger) (kubernetes.Interface, error) {
+		var names []string
+		if b, err := os.ReadFile(os.Getenv("TERWAYD_TEST_PODS")); err == nil {
+			_ = json.Unmarshal(b, &names)
+		}
+		objs := []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}}
+		for _, n := range names {
+			ns, name, _ := strings.Cut(n, "/")
+			objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(n)},
+				Spec: corev1.PodSpec{NodeName: nodeName}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
+		}
+		return fake.NewClientset(objs...), nil
+	})
+}
+
+// serveChild is the main of a daemon process of the tests: a daemon of
+// the config TERWAYD_TEST_CONFIG names, logging at level to stderr, with
+// the Kubernetes API kube makes, serves until SIGTERM (or a kill). It
+// returns the exit code: 2 when the setup fails, 3 when the daemon does
+// not start, 4 when it stops with an error.
+func serveChild(level slog.Level, kube func(context.Context, *slog.Logger) (kubernetes.Interface, error)) int {
 	cfg, err := config.ParseFile(os.Getenv("TERWAYD_TEST_CONFIG"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	var names []string
-	if b, err := os.ReadFile(os.Getenv("TERWAYD_TEST_PODS")); err == nil {
-		_ = json.Unmarshal(b, &names)
-	}
-	objs := []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}}
-	for _, n := range names {
-		ns, name, _ := strings.Cut(n, "/")
-		objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(n)},
-			Spec: corev1.PodSpec{NodeName: nodeName}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
-	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	d, err := New(ctx, Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: nodeName, Kube: fake.NewClientset(objs...), Logger: logger})
+	cs, err := kube(ctx, logger)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	d, err := New(ctx, Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: nodeName, Kube: cs, Logger: logger})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
@@ -117,19 +137,13 @@ func (l *lab) startChild(pods []string) *child {
 		l.t.Fatal(err)
 	}
 	c.conn, c.client, c.trace = conn, rpc.NewTerwayBackendClient(conn), rpc.NewTerwayTracingClient(conn)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testwait.For(l.t, 60*time.Second, "the daemon process to come up", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		_, err := c.trace.GetResourceTypes(ctx, &rpc.Placeholder{})
-		cancel()
-		if err == nil {
-			return c
-		}
-		if time.Now().After(deadline) {
-			l.t.Fatalf("daemon process did not come up: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	})
+	return c
 }
 
 func (c *child) kill() {
@@ -159,17 +173,48 @@ func (c *child) poolAddresses() map[string]string {
 	return out
 }
 
+// gcRounds reads how many rounds the daemon's GC loop has completed.
+func (c *child) gcRounds() (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := c.trace.GetResourceTrace(ctx, &rpc.ResourceTypeNameRequest{Type: traceService, Name: "default"})
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range r.Trace {
+		if e.Key == "gc_rounds" {
+			return strconv.Atoi(e.Value)
+		}
+	}
+	return 0, errors.New("the service trace has no gc_rounds")
+}
+
+// waitGCRounds waits until the daemon has completed n more GC rounds
+// than when called: the first may have begun before the call, the others
+// began after it.
+func (c *child) waitGCRounds(n int) {
+	c.t.Helper()
+	from, err := c.gcRounds()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	testwait.For(c.t, waitLimit, fmt.Sprintf("%d GC rounds of the daemon", n), func() error {
+		got, err := c.gcRounds()
+		if err == nil && got < from+n {
+			err = fmt.Errorf("%d of %d rounds", got-from, n)
+		}
+		return err
+	})
+}
+
 // checkAccounted asserts the end state every kill must lead to: each ENI
 // tagged for this node is attached and fully known to the daemon, no
 // orphan is left, the daemon holds no address the cloud did not assign,
 // the store agrees with the pool, and no address is handed out twice.
 func (l *lab) checkAccounted(c *child) {
 	l.t.Helper()
-	var cloudAddrs []string
-	var problems []string
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		problems, cloudAddrs = nil, nil
+	testwait.For(l.t, 30*time.Second, "every tagged ENI and address accounted for after restart and GC", func() error {
+		var cloudAddrs, problems []string
 		for _, e := range l.cloud.ENIs() {
 			if e.Tags["terway.alibabacloud.com/instance-id"] != node1 {
 				continue
@@ -194,15 +239,12 @@ func (l *lab) checkAccounted(c *child) {
 				problems = append(problems, "daemon address "+a+" ("+v+") not assigned in the cloud")
 			}
 		}
-		if len(problems) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
+		if len(problems) > 0 {
 			sort.Strings(problems)
-			l.t.Fatalf("not accounted for after restart and GC:\n%s", strings.Join(problems, "\n"))
+			return fmt.Errorf("not accounted for:\n%s", strings.Join(problems, "\n"))
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	m, err := c.trace.GetResourceMapping(ctxT(l.t), &rpc.Placeholder{})
 	if err != nil {
 		l.t.Fatal(err)
@@ -265,7 +307,7 @@ func releaseAsync(c *child, name string) {
 
 // TestKilledAtEachStep SIGKILLs the daemon process while fakecloud holds
 // it at each step of the ENI and address lifecycle, restarts it, and
-// checks that after one GC period every tagged ENI and address is
+// checks that after one GC round every tagged ENI and address is
 // accounted for, with no duplicate and no orphan.
 func TestKilledAtEachStep(t *testing.T) {
 	if testing.Short() {
@@ -324,7 +366,7 @@ func TestKilledAtEachStep(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLab(t)
-			// A short GC period: "after one GC period" is part of the check.
+			// A short GC period: "after one GC round" is part of the check.
 			l.conf = strings.Replace(l.conf, `"gc_period":"1h"`, `"gc_period":"300ms"`, 1)
 			l.conf = strings.Replace(l.conf, `"max_pool_size":5`, `"max_pool_size":0`, 1)
 			c := l.startChild(pods)
@@ -342,13 +384,7 @@ func TestKilledAtEachStep(t *testing.T) {
 			}
 			go tc.trigger(t, c)
 			if tc.waitFor != nil {
-				deadline := time.Now().Add(30 * time.Second)
-				for !tc.waitFor(l) {
-					if time.Now().After(deadline) {
-						t.Fatal("the daemon never reached the step")
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
+				testwait.Until(t, 30*time.Second, "the daemon to reach the step", func() bool { return tc.waitFor(l) })
 			} else if err := l.cloud.WaitHeld(ctxT(t), name, 1); err != nil {
 				t.Fatal(err)
 			}
@@ -357,7 +393,7 @@ func TestKilledAtEachStep(t *testing.T) {
 				l.cloud.RemoveFault(name) // the cloud finishes what it held
 			}
 			c2 := l.startChild(pods)
-			time.Sleep(400 * time.Millisecond) // one GC period
+			c2.waitGCRounds(1) // a new process: a whole GC round
 			l.checkAccounted(c2)
 			// The restarted daemon serves without handing anything out twice.
 			for _, p := range []string{"p2", "p3", "p4"} {

@@ -11,11 +11,13 @@ import (
 
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk"
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/requests"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
 
 	"github.com/terway-sim/terway/daemon/cloud"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/testwait"
 	"github.com/terway-sim/terway/rpc"
 )
 
@@ -55,16 +57,16 @@ func unknownENIs(l *lab, d *Daemon) []string {
 // allocUntil allocates an address for pod, retrying refusals (as kubelet
 // retries a failed sandbox) until the deadline.
 func allocUntil(c rpc.TerwayBackendClient, ns, name string, deadline time.Time) (*rpc.AllocIPReply, error) {
-	for {
+	var r *rpc.AllocIPReply
+	var err error
+	_ = poll(100*time.Millisecond, time.Until(deadline), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		r, err := c.AllocIP(ctx, &rpc.AllocIPRequest{K8SPodNamespace: ns, K8SPodName: name, K8SPodInfraContainerId: "c-" + name,
+		defer cancel()
+		r, err = c.AllocIP(ctx, &rpc.AllocIPRequest{K8SPodNamespace: ns, K8SPodName: name, K8SPodInfraContainerId: "c-" + name,
 			Netns: "/var/run/netns/c-" + name, IfName: "eth0"})
-		cancel()
-		if err == nil || time.Now().After(deadline) {
-			return r, err
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil
+	})
+	return r, err
 }
 
 // TestLostAttachAnswerLeaksNoENI reproduces issue 20's "ENI leak until
@@ -135,7 +137,7 @@ func TestLostAttachAnswerLeaksNoENI(t *testing.T) {
 			}
 			// Wait until the creations the burst started have failed, then
 			// clear the faults.
-			eventually(t, "the faulted creations to end", func() bool {
+			testwait.Until(t, waitLimit, "the faulted creations to end", func() bool {
 				return l.cloud.CallCount(fakecloud.CallFilter{Action: "CreateNetworkInterface", Outcome: fakecloud.OutcomeSuccess}) >= int64(min(tc.burst, 2)) &&
 					d.pool.Stats().Inflight == 0 && l.cloud.CallCount(fakecloud.CallFilter{Action: "DetachNetworkInterface"}) > 0
 			})
@@ -149,17 +151,9 @@ func TestLostAttachAnswerLeaksNoENI(t *testing.T) {
 			t.Logf("our ENIs when the faults clear: %v", during)
 			l.cloud.ClearFaults()
 			// Within a few sync periods every ENI of ours is known to the pool.
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				unknown := unknownENIs(l, d)
-				if len(unknown) == 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Errorf("ENIs of ours unknown to the pool 10s after the faults cleared: %v", unknown)
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
+			var unknown []string
+			if poll(50*time.Millisecond, 10*time.Second, func() bool { unknown = unknownENIs(l, d); return len(unknown) == 0 }) != nil {
+				t.Errorf("ENIs of ours unknown to the pool 10s after the faults cleared: %v", unknown)
 			}
 			t.Logf("every ENI of ours known %v after the faults cleared", time.Since(start).Round(time.Millisecond))
 			wg.Wait()
@@ -197,6 +191,57 @@ func TestLostAttachAnswerLeaksNoENI(t *testing.T) {
 	}
 }
 
+// ecsClient is an ECS client of the lab's cloud, for what someone else
+// does behind the daemon's back. The SDK's constructors race with the
+// daemon's: make it before the daemon starts.
+func (l *lab) ecsClient() *ecs.Client {
+	l.t.Helper()
+	cfg := sdk.NewConfig()
+	cfg.Scheme = "HTTP"
+	ec, err := ecs.NewClientWithOptions(fakecloud.DefaultRegion, cfg, credentials.NewAccessKeyCredential(testAK, testSK))
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	ec.Domain = strings.TrimPrefix(l.apiURL, "http://")
+	return ec
+}
+
+// createENI creates, through ec, an ENI of type typ ("Secondary" when
+// empty) in the lab's vSwitch with tags and secondaries secondary
+// addresses, and returns its ID; what names it in a failure.
+func (l *lab) createENI(ec *ecs.Client, what, typ string, tags map[string]string, secondaries int) string {
+	l.t.Helper()
+	req := ecs.CreateCreateNetworkInterfaceRequest()
+	req.VSwitchId, req.InstanceType = "vsw-bp1lab0000000000001", typ
+	req.SecurityGroupIds = &[]string{fakecloud.DefaultSecurityGroup}
+	if secondaries > 0 {
+		req.SecondaryPrivateIpAddressCount = requests.NewInteger(secondaries)
+	}
+	var ts []ecs.CreateNetworkInterfaceTag
+	for k, v := range tags {
+		ts = append(ts, ecs.CreateNetworkInterfaceTag{Key: k, Value: v})
+	}
+	req.Tag = &ts
+	resp, err := ec.CreateNetworkInterface(req)
+	if err != nil {
+		l.t.Fatalf("create %s: %v", what, err)
+	}
+	return resp.NetworkInterfaceId
+}
+
+// afterSyncsAndGC lets the daemon's pool sync the node's ENIs — three
+// rounds, two of them begun after the call, so that whatever a sync does
+// with an ENI has been done or started a period before — then runs a GC
+// and waits for two more rounds, one begun after it.
+func afterSyncsAndGC(t *testing.T, d *Daemon) {
+	t.Helper()
+	syncRounds(t, d, 3)
+	if err := d.GC(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	syncRounds(t, d, 2)
+}
+
 // TestForeignENIsSurviveSync puts ENIs the daemon must never touch on its
 // node and next to it — a Trunk ENI with our tags, secondary ENIs tagged
 // for another instance, another cluster or by another creator, attached
@@ -229,28 +274,9 @@ func TestForeignENIsSurviveSync(t *testing.T) {
 		{what: "another creator, Available", typ: "Secondary", tags: with("creator", "someone-else")},
 		{what: "untagged, Available", typ: "Secondary"},
 	}
-	// The SDK's constructors race with the daemon's: create before it starts.
-	cfg := sdk.NewConfig()
-	cfg.Scheme = "HTTP"
-	ec, err := ecs.NewClientWithOptions(fakecloud.DefaultRegion, cfg, credentials.NewAccessKeyCredential(testAK, testSK))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ec.Domain = strings.TrimPrefix(l.apiURL, "http://")
+	ec := l.ecsClient()
 	for _, f := range enis {
-		req := ecs.CreateCreateNetworkInterfaceRequest()
-		req.VSwitchId, req.InstanceType = "vsw-bp1lab0000000000001", f.typ
-		req.SecurityGroupIds = &[]string{fakecloud.DefaultSecurityGroup}
-		var tags []ecs.CreateNetworkInterfaceTag
-		for k, v := range f.tags {
-			tags = append(tags, ecs.CreateNetworkInterfaceTag{Key: k, Value: v})
-		}
-		req.Tag = &tags
-		resp, err := ec.CreateNetworkInterface(req)
-		if err != nil {
-			t.Fatalf("create %s: %v", f.what, err)
-		}
-		f.id = resp.NetworkInterfaceId
+		f.id = l.createENI(ec, f.what, f.typ, f.tags, 0)
 	}
 	d, _, stop := l.daemon(nil)
 	// Attached after the daemon started: it is the periodic sync that
@@ -275,11 +301,7 @@ func TestForeignENIsSurviveSync(t *testing.T) {
 	}
 	check := func(d *Daemon, when string) {
 		t.Helper()
-		time.Sleep(time.Second) // ten sync periods
-		if err := d.GC(ctxT(t)); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(300 * time.Millisecond)
+		afterSyncsAndGC(t, d)
 		known := map[string]bool{}
 		for _, a := range d.pool.Addresses() {
 			known[a.IP.ENIID] = true

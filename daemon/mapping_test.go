@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,11 +17,14 @@ import (
 	"github.com/vishvananda/netlink"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	dpapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/terway-sim/terway/daemon/k8s"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/internal/testnetns"
+	"github.com/terway-sim/terway/internal/testwait"
 	"github.com/terway-sim/terway/rpc"
 )
 
@@ -181,10 +185,7 @@ func TestMappingAndHostCleanup(t *testing.T) {
 	ips := map[string]string{}
 	veths := map[string]netlink.Link{}
 	for _, n := range []string{"a", "b", "c"} {
-		r, err := alloc(t, c, "m", n, "c-"+n)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := allocOK(t, c, "m", n, "c-"+n)
 		ips[n] = podIP(r)
 		veths[n] = host.podVeth("tdp" + n)
 		host.podRoutesVia(podIP(r), veths[n])
@@ -216,7 +217,7 @@ func TestMappingAndHostCleanup(t *testing.T) {
 	if err := d.node.API.UnassignIPv4(ctxT(t), held.ip.ENIID, []netip.Addr{held.ip.IPv4}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "verdicts on b and c", func() bool {
+	testwait.Until(t, waitLimit, "verdicts on b and c", func() bool {
 		m = mappingByPod(t, d)
 		return m["m/b"].Type == rpc.ResourceMappingType_MappingTypeError && strings.Contains(m["m/b"].Reason, "gone") &&
 			m["m/c"].Type == rpc.ResourceMappingType_MappingTypeError && strings.Contains(m["m/c"].Reason, "metadata")
@@ -246,6 +247,19 @@ func podEvents(t *testing.T, l *lab, ns, name string) []string {
 		}
 	}
 	return out
+}
+
+// eventsWritten waits until the daemon's event recorder has written
+// every event made before the call. The recorder writes in the order the
+// events were made, so they are written once a node event made now is.
+func eventsWritten(t *testing.T, l *lab, d *Daemon) {
+	t.Helper()
+	const reason = "TestEventsWritten"
+	msg := fmt.Sprintf("written after the events made before %v", time.Now().UnixNano())
+	d.kube.NodeEvent(k8s.Normal, reason, msg)
+	testwait.Until(t, waitLimit, "the event recorder to write the events made so far", func() bool {
+		return slices.ContainsFunc(nodeEventsOf(t, l, reason), func(e corev1.Event) bool { return e.Message == msg })
+	})
 }
 
 // fakePlugin is a CNI plugin that succeeds on ADD and fails CHECK for
@@ -311,7 +325,7 @@ func TestPeriodicCheck(t *testing.T) {
 	if err := d.node.API.UnassignIPv4(ctxT(t), held.ip.ENIID, []netip.Addr{held.ip.IPv4}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "ResourceInvalid events", func() bool {
+	testwait.Until(t, waitLimit, "ResourceInvalid events", func() bool {
 		if err := d.Check(ctxT(t)); err != nil {
 			t.Fatal(err)
 		}
@@ -319,7 +333,7 @@ func TestPeriodicCheck(t *testing.T) {
 		return strings.Contains(down, "ResourceInvalid: CNI CHECK failed") && strings.Contains(down, "veth is down") &&
 			strings.Contains(lost, "ResourceInvalid: resource") && strings.Contains(lost, "metadata")
 	})
-	time.Sleep(200 * time.Millisecond) // let the recorder flush anything wrong
+	eventsWritten(t, l, d)
 	if evs := strings.Join(podEvents(t, l, "chk", "ok"), "\n"); strings.Contains(evs, "ResourceInvalid") {
 		t.Fatalf("a healthy pod was found invalid: %v", evs)
 	}

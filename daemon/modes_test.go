@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/testwait"
 	"github.com/terway-sim/terway/rpc"
 )
 
@@ -26,10 +28,7 @@ func TestENIOnlyMode(t *testing.T) {
 	d, c, _ := l.daemon(func(o *Options) { o.Mode = mode.ENIOnly })
 	macs := map[string]bool{}
 	for _, n := range []string{"a", "b", "c"} {
-		r, err := alloc(t, c, "eo", n, "c-"+n)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := allocOK(t, c, "eo", n, "c-"+n)
 		nc := r.NetConfs[0]
 		if r.IPType != rpc.IPType_TypeVPCENI || nc.ENIInfo.MAC == "" || macs[nc.ENIInfo.MAC] ||
 			nc.BasicInfo.GatewayIP.IPv4 != "192.168.0.253" {
@@ -45,22 +44,18 @@ func TestENIOnlyMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	// With max_pool_size 0 the idle ENI is detached and deleted.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.For(t, 20*time.Second, "the idle ENI deleted", func() error {
 		n := 0
 		for _, e := range l.cloud.ENIs() {
 			if e.Type == fakecloud.ENITypeSecondary {
 				n++
 			}
 		}
-		if n == 2 {
-			break
+		if n != 2 {
+			return fmt.Errorf("%d secondary ENIs after releasing one of 3", n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d secondary ENIs after releasing one of 3", n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if _, err := alloc(t, c, "eo", "d", "c-d"); err != nil {
 		t.Fatalf("after a release: %v", err)
 	}
@@ -88,10 +83,7 @@ func TestVPCMode(t *testing.T) {
 	l.pod("v", "plain2", nil)
 	l.pod("v", "exclusive", func(p *corev1.Pod) { p.Annotations = map[string]string{"k8s.aliyun.com/ENI": "true"} })
 	_, c, _ := l.daemon(func(o *Options) { o.Mode = mode.VPC })
-	r, err := alloc(t, c, "v", "plain", "c1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := allocOK(t, c, "v", "plain", "c1")
 	ip := netip.MustParseAddr(podIP(r))
 	if r.IPType != rpc.IPType_TypeVPCIP || !netip.MustParsePrefix("172.20.1.0/24").Contains(ip) || ip == netip.MustParseAddr("172.20.1.0") ||
 		r.NetConfs[0].BasicInfo.PodCIDR.IPv4 != "172.20.1.0/24" || r.NetConfs[0].ENIInfo != nil {
@@ -101,10 +93,7 @@ func TestVPCMode(t *testing.T) {
 	if err != nil || podIP(r2) == podIP(r) {
 		t.Fatalf("second VPC pod: %v %v", r2, err)
 	}
-	ex, err := alloc(t, c, "v", "exclusive", "c3")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := allocOK(t, c, "v", "exclusive", "c3")
 	if ex.IPType != rpc.IPType_TypeVPCENI || ex.NetConfs[0].ENIInfo.MAC == "" ||
 		!netip.MustParsePrefix("192.168.0.0/24").Contains(netip.MustParseAddr(podIP(ex))) {
 		t.Fatalf("exclusive pod in VPC mode: %+v", ex)
@@ -126,10 +115,7 @@ func TestDualStack(t *testing.T) {
 	l.conf = strings.Replace(l.conf, `"max_pool_size":5`, `"ip_stack":"dual","max_pool_size":5`, 1)
 	l.pod("ds", "a", nil)
 	_, c, _ := l.daemon(nil)
-	r, err := alloc(t, c, "ds", "a", "c1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := allocOK(t, c, "ds", "a", "c1")
 	b := r.NetConfs[0].BasicInfo
 	v6, err := netip.ParseAddr(b.PodIP.IPv6)
 	if err != nil || !r.IPv6 || !netip.MustParsePrefix(b.PodCIDR.IPv6).Contains(v6) || b.GatewayIP.IPv6 == "" {

@@ -20,6 +20,7 @@ import (
 	"github.com/terway-sim/terway/daemon/backoff"
 	"github.com/terway-sim/terway/daemon/config"
 	"github.com/terway-sim/terway/daemon/k8s"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 // podIPsAnnotation is k8s.AnnotationPodIPs, spelt out so that these tests
@@ -45,7 +46,7 @@ func (l *lab) podAnnotation(ns, name, key string) (string, bool) {
 
 func waitAnnotation(t *testing.T, l *lab, ns, name, want string) {
 	t.Helper()
-	eventually(t, "annotation "+podIPsAnnotation+"="+want+" on "+ns+"/"+name, func() bool {
+	testwait.Until(t, waitLimit, "annotation "+podIPsAnnotation+"="+want+" on "+ns+"/"+name, func() bool {
 		v, _ := l.podAnnotation(ns, name, podIPsAnnotation)
 		return v == want
 	})
@@ -59,10 +60,7 @@ func TestPodIPsAnnotationAfterAllocIP(t *testing.T) {
 		l := newLab(t)
 		l.pod("default", "web", nil)
 		_, c, _ := l.daemon(nil)
-		rep, err := alloc(t, c, "default", "web", "c1")
-		if err != nil {
-			t.Fatal(err)
-		}
+		rep := allocOK(t, c, "default", "web", "c1")
 		waitAnnotation(t, l, "default", "web", podIP(rep))
 	})
 	t.Run("off", func(t *testing.T) {
@@ -75,9 +73,7 @@ func TestPodIPsAnnotationAfterAllocIP(t *testing.T) {
 		})
 		l.pod("default", "web", nil)
 		_, c, stop := l.daemon(nil)
-		if _, err := alloc(t, c, "default", "web", "c1"); err != nil {
-			t.Fatal(err)
-		}
+		allocOK(t, c, "default", "web", "c1")
 		stop() // whatever was queued would have run by now
 		if v, ok := l.podAnnotation("default", "web", podIPsAnnotation); ok || patches.Load() != 0 {
 			t.Errorf("enable_patch_pod_ips false: pod annotated %q, %d patches", v, patches.Load())
@@ -100,10 +96,7 @@ func TestPodIPsPatchRetried(t *testing.T) {
 	})
 	l.pod("default", "web", nil)
 	_, c, _ := l.daemon(nil)
-	rep, err := alloc(t, c, "default", "web", "c1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := allocOK(t, c, "default", "web", "c1")
 	waitAnnotation(t, l, "default", "web", podIP(rep))
 	if n := calls.Load(); n != failures+1 {
 		t.Errorf("patch calls = %d, want %d failures and one success", n, failures+1)
@@ -211,22 +204,22 @@ func TestPodIPsWriterOnInjectedClock(t *testing.T) {
 	go func() { w.run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 
-	eventually(t, "the first attempt", func() bool { return fp.n() == 1 })
-	eventually(t, "the retry waiting on the clock", func() bool { return clk.HasWaiters() })
-	time.Sleep(50 * time.Millisecond)
+	armed := retryArmed(t, clk)
+	testwait.Until(t, waitLimit, "the first attempt", func() bool { return fp.n() == 1 })
+	armed("the first retry")
 	if fp.n() != 1 {
 		t.Fatalf("%d attempts before the clock moved, want 1", fp.n())
 	}
 	clk.Step(time.Second) // first retry after Duration
-	eventually(t, "the second attempt", func() bool { return fp.n() == 2 })
+	testwait.Until(t, waitLimit, "the second attempt", func() bool { return fp.n() == 2 })
+	armed("the second retry")
 	clk.Step(time.Second) // the second retry waits Duration×Factor: not yet
-	time.Sleep(50 * time.Millisecond)
-	if fp.n() != 2 {
-		t.Fatalf("%d attempts after 1s of the 2s backoff, want 2", fp.n())
+	if clk.Waiters() != 2 || fp.n() != 2 {
+		t.Fatalf("the second retry's timer fired after 1s of the 2s backoff (%d attempts, want 2)", fp.n())
 	}
 	clk.Step(time.Second)
-	eventually(t, "the third attempt", func() bool { return fp.n() == 3 })
-	eventually(t, "nothing pending", func() bool { return w.pending() == 0 })
+	testwait.Until(t, waitLimit, "the third attempt", func() bool { return fp.n() == 3 })
+	testwait.Until(t, waitLimit, "nothing pending", func() bool { return w.pending() == 0 })
 	fp.mu.Lock()
 	for _, c := range fp.calls {
 		if c != "ns/web=192.168.0.2" {
@@ -236,11 +229,22 @@ func TestPodIPsWriterOnInjectedClock(t *testing.T) {
 	fp.fail = func(int) error { return apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "gone") }
 	fp.mu.Unlock()
 	w.enqueue(k8s.Pod{Namespace: "ns", Name: "gone"}, "192.168.0.3")
-	eventually(t, "the gone pod dropped", func() bool { return fp.n() == 4 && w.pending() == 0 })
-	clk.Step(time.Hour)
-	time.Sleep(50 * time.Millisecond)
-	if fp.n() != 4 {
-		t.Errorf("a pod that is gone was retried (%d calls)", fp.n())
+	testwait.Until(t, waitLimit, "the gone pod dropped", func() bool { return fp.n() == 4 && w.pending() == 0 })
+	// A retry is counted by the rate limiter and waits on the clock: a
+	// pod that is gone has neither.
+	if n, waiters := w.queue.NumRequeues("ns/gone"), clk.Waiters(); n != 0 || waiters != 1 {
+		t.Errorf("a pod that is gone is to be retried (%d requeues, %d timers on the clock)", n, waiters)
+	}
+}
+
+// retryArmed returns a wait until the pod-ips writer's queue has armed a
+// timer for a delayed patch on clk: the queue's heartbeat ticker and that
+// timer are then the clock's two waiters. A timer that fires leaves the
+// waiters at once, in Step.
+func retryArmed(t *testing.T, clk *testingclock.FakeClock) func(what string) {
+	return func(what string) {
+		t.Helper()
+		testwait.Until(t, waitLimit, what+" waiting on the clock", func() bool { return clk.Waiters() == 2 })
 	}
 }
 
@@ -273,12 +277,11 @@ func TestBackoffOverrideInitialDelayReachesDaemon(t *testing.T) {
 	done := make(chan struct{})
 	go func() { w.run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
-	eventually(t, "the first patch waiting on the clock", func() bool { return clk.HasWaiters() })
+	retryArmed(t, clk)("the first patch")
 	clk.Step(3*time.Second - time.Millisecond)
-	time.Sleep(50 * time.Millisecond)
-	if fp.n() != 0 {
-		t.Fatalf("%d patches before the 3s InitialDelay passed, want 0", fp.n())
+	if clk.Waiters() != 2 || fp.n() != 0 {
+		t.Fatalf("the first patch's timer fired before the 3s InitialDelay passed (%d patches)", fp.n())
 	}
 	clk.Step(time.Millisecond)
-	eventually(t, "the patch after the InitialDelay", func() bool { return fp.n() == 1 })
+	testwait.Until(t, waitLimit, "the patch after the InitialDelay", func() bool { return fp.n() == 1 })
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/grpc/codes"
@@ -19,26 +18,24 @@ import (
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/daemon/store"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/testwait"
 	"github.com/terway-sim/terway/rpc"
 )
 
-// eventually polls cond until it holds or a generous deadline passes.
-func eventually(t testing.TB, what string, cond func() bool) {
+// syncRounds waits until the daemon's pool has completed n more sync
+// rounds (pool_check_period) than when called: the first may have begun
+// before the call, the others began after it.
+func syncRounds(t testing.TB, d *Daemon, n int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	from := d.pool.Stats().Syncs
+	testwait.Until(t, waitLimit, fmt.Sprintf("%d sync rounds of the pool", n), func() bool { return d.pool.Stats().Syncs >= from+n })
 }
 
 // TestPoolWarmUpShrinkAndIdleReclaim runs the pool's whole cycle through
 // the daemon: warm-up to min_pool_size with no pod, growth for a burst,
 // shrink to max_pool_size when the pods go, and — with idle reclaim on —
 // back to min_pool_size after a quiet period. The cloud agrees at each
-// step.
+// step, and the pool stays where it settled through its sync rounds.
 func TestPoolWarmUpShrinkAndIdleReclaim(t *testing.T) {
 	for _, reclaim := range []bool{false, true} {
 		t.Run(fmt.Sprintf("idle_reclaim=%v", reclaim), func(t *testing.T) {
@@ -48,12 +45,13 @@ func TestPoolWarmUpShrinkAndIdleReclaim(t *testing.T) {
 				extra += `,"idle_ip_reclaim_after":"300ms","idle_ip_reclaim_interval":"100ms","idle_ip_reclaim_batch_size":2`
 			}
 			l.conf = strings.Replace(l.conf, `"max_pool_size":5,"min_pool_size":0`, extra, 1)
+			l.conf = strings.Replace(l.conf, `"pool_check_period":"1h"`, `"pool_check_period":"100ms"`, 1)
 			for i := 0; i < 14; i++ {
 				l.pod("w", fmt.Sprintf("p%d", i), nil)
 			}
 			d, c, _ := l.daemon(nil)
 			agrees := func() bool { return len(l.cloudView()) == d.pool.Stats().Total }
-			eventually(t, "warm-up to 3 idle", func() bool {
+			testwait.Until(t, waitLimit, "warm-up to 3 idle", func() bool {
 				st := d.pool.Stats()
 				return st.Idle >= 3 && agrees()
 			})
@@ -61,9 +59,7 @@ func TestPoolWarmUpShrinkAndIdleReclaim(t *testing.T) {
 				t.Fatalf("after warm-up: %+v", st)
 			}
 			for i := 0; i < 14; i++ {
-				if _, err := alloc(t, c, "w", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i)); err != nil {
-					t.Fatal(err)
-				}
+				allocOK(t, c, "w", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i))
 			}
 			if st := d.pool.Stats(); st.InUse != 14 {
 				t.Fatalf("after 14 pods: %+v", st)
@@ -78,12 +74,14 @@ func TestPoolWarmUpShrinkAndIdleReclaim(t *testing.T) {
 			if reclaim {
 				want = 3
 			}
-			eventually(t, fmt.Sprintf("shrink to %d idle", want), func() bool {
+			testwait.Until(t, waitLimit, fmt.Sprintf("shrink to %d idle", want), func() bool {
 				st := d.pool.Stats()
 				return st.InUse == 0 && st.Idle == want && agrees()
 			})
-			// And it stays there: no flapping below min or above max.
-			time.Sleep(600 * time.Millisecond)
+			// And it stays there: no flapping below min or above max. Every
+			// sync round plans (grows, shrinks, reclaims idle addresses):
+			// two begun after the pool settled leave it where it was.
+			syncRounds(t, d, 3)
 			if st := d.pool.Stats(); st.Idle != want || !agrees() {
 				t.Fatalf("pool moved after settling: %+v, cloud %d", st, len(l.cloudView()))
 			}
@@ -138,7 +136,7 @@ func TestVSwitchExhaustionAndRecovery(t *testing.T) {
 		netip.MustParseAddr(taken[2])}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "allocation after addresses came back", func() bool {
+	testwait.Until(t, waitLimit, "allocation after addresses came back", func() bool {
 		_, err := alloc(t, c, "x", "p16", "c16")
 		return err == nil
 	})
@@ -171,10 +169,7 @@ func TestTerwayDBRefusedThenImported(t *testing.T) {
 	l := newLab(t)
 	l.pod("default", "old", nil)
 	d, c, stop := l.daemon(nil)
-	r, err := alloc(t, c, "default", "old", "c-old")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := allocOK(t, c, "default", "old", "c-old")
 	held, _ := d.holds("default/old")
 	stop()
 	// Rewrite the store as Terway would have written it.

@@ -12,7 +12,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -30,11 +29,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/terway-sim/terway/daemon/config"
-	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/rpc"
 )
@@ -44,7 +42,7 @@ import (
 // releases while fakecloud injects errors, lost answers, failing
 // confirmations, slow transitions and throttling, kills it with SIGKILL at
 // random points (a share of them losing the store before the restart),
-// then clears the faults, lets two GC periods pass and checks:
+// then clears the faults, lets two GC rounds run and checks:
 //
 //   - cloud = pool: every ENI tagged for the node is attached and the
 //     daemon's pool holds exactly the addresses the cloud assigned to them
@@ -458,7 +456,7 @@ func runSchedule(t *testing.T, seed int64, agg *schedStats) {
 	r.recover()
 	mark("recover", t0)
 	t0 = time.Now()
-	r.check("after the faults cleared and two GC periods")
+	r.check("after the faults cleared and two GC rounds")
 	mark("check", t0)
 	t0 = time.Now()
 	r.fill()
@@ -523,6 +521,12 @@ func (r *schedRun) successes(action string) int64 {
 }
 
 func (r *schedRun) do(st step) {
+	if st.Kind == stepWait || st.Kind == stepKill {
+		// The schedule's own time: how long the daemon process, on the
+		// real clock, works through what the steps before started (calls
+		// in flight, faults, slow transitions) before the next step.
+		time.Sleep(st.Delay)
+	}
 	switch st.Kind {
 	case stepBurst:
 		r.burst(st.N, st.Async)
@@ -547,9 +551,7 @@ func (r *schedRun) do(st step) {
 	case stepClear:
 		r.clearDisturbances()
 	case stepWait:
-		time.Sleep(st.Delay)
 	case stepKill:
-		time.Sleep(st.Delay)
 		r.mu.Lock()
 		inFlight := 0
 		for _, p := range r.pods {
@@ -744,39 +746,36 @@ func (r *schedRun) release(n int, async bool) {
 
 // recover ends the disturbances as an operator would see them end: faults
 // cleared, the daemon up, every DEL the kubelet owes retried until it
-// succeeds, then two GC periods.
+// succeeds, then two GC rounds.
 func (r *schedRun) recover() {
 	r.clearDisturbances()
 	r.calls.Wait()
 	if r.d == nil || r.d.exited() {
 		r.start()
 	}
-	deadline := time.Now().Add(schedSettle)
-	for {
+	var owed []*schedPod
+	err := poll(50*time.Millisecond, schedSettle, func() bool {
 		r.mu.Lock()
-		var owed []*schedPod
+		owed = owed[:0]
 		for _, name := range r.order {
 			if p := r.pods[name]; p.phase == podAddFailed || p.phase == podDelOwed {
 				owed = append(owed, p)
 			}
 		}
 		r.mu.Unlock()
-		if len(owed) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			r.violation("DEL keeps failing after the faults cleared for %d pods (first %s)", len(owed), owed[0].key())
-			return
-		}
 		for _, p := range owed {
 			r.del(r.d, p)
 		}
 		if r.d.exited() {
 			r.start()
 		}
-		time.Sleep(50 * time.Millisecond)
+		return len(owed) == 0
+	})
+	if err != nil {
+		r.violation("DEL keeps failing after the faults cleared for %d pods (first %s)", len(owed), owed[0].key())
+		return
 	}
-	time.Sleep(2 * schedGCPeriod)
+	r.d.waitGCRounds(2)
 }
 
 // storeRecords reads the daemon's store through its tracing API: pod key
@@ -826,15 +825,7 @@ func (r *schedRun) check(stage string) {
 	}
 	r.mu.Unlock()
 	var problems []string
-	deadline := time.Now().Add(schedSettle)
-	for {
-		problems = r.ownership(running)
-		if len(problems) == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if len(problems) > 0 {
+	if poll(100*time.Millisecond, schedSettle, func() bool { problems = r.ownership(running); return len(problems) == 0 }) != nil {
 		sort.Strings(problems)
 		r.violation("%s: pods, store and pool disagree:\n%s", stage, strings.Join(problems, "\n"))
 	}
@@ -1035,24 +1026,24 @@ func (r *schedRun) start() {
 	r.t.Helper()
 	begin := time.Now()
 	cleared := false
-	for {
-		d, err := r.spawn()
-		if err == nil {
+	var err error
+	if poll(100*time.Millisecond, time.Minute, func() bool {
+		var d *schedDaemon
+		if d, err = r.spawn(); err == nil {
 			r.d = d
-			return
+			return true
 		}
 		r.restarts++
 		r.t.Logf("daemon start failed (retried): %v", err)
-		switch {
-		case time.Since(begin) > time.Minute:
-			r.violation("the daemon does not start: %v", err)
-			r.t.FailNow()
-		case time.Since(begin) > 20*time.Second && !cleared:
+		if time.Since(begin) > 20*time.Second && !cleared {
 			cleared = true
 			r.t.Logf("the daemon does not start under faults (%v); clearing them", err)
 			r.clearDisturbances()
 		}
-		time.Sleep(100 * time.Millisecond)
+		return false
+	}) != nil {
+		r.violation("the daemon does not start: %v", err)
+		r.t.FailNow()
 	}
 }
 
@@ -1109,30 +1100,29 @@ func (r *schedRun) spawn() (*schedDaemon, error) {
 		r.t.Fatal(err)
 	}
 	d.conn, d.client, d.trace = conn, rpc.NewTerwayBackendClient(conn), rpc.NewTerwayTracingClient(conn)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var st *rpc.StatusReply
+	timeout := poll(20*time.Millisecond, 30*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		st, err := d.client.Status(ctx, &rpc.StatusRequest{})
-		cancel()
-		if err == nil && st.Ready {
-			if f, err := os.OpenFile(logPath, os.O_APPEND|os.O_WRONLY, 0); err == nil {
-				fmt.Fprintf(f, "harness: ready at %s\n", time.Now().UTC().Format(time.RFC3339Nano))
-				f.Close()
-			}
-			r.capacity = int(st.Capacity)
-			d.ready.Store(true)
-			return d, nil
-		}
-		if d.exited() {
-			d.kill()
-			return nil, fmt.Errorf("the daemon process ended during start (%s): %s", d.cmd.ProcessState, lastLines(d.logPath, 3))
-		}
-		if time.Now().After(deadline) {
-			d.kill()
-			return nil, fmt.Errorf("not ready after 30s (status %v, %v)", st, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		defer cancel()
+		st, err = d.client.Status(ctx, &rpc.StatusRequest{})
+		return err == nil && st.Ready || d.exited()
+	})
+	switch {
+	case err == nil && st.Ready:
+	case d.exited():
+		d.kill()
+		return nil, fmt.Errorf("the daemon process ended during start (%s): %s", d.cmd.ProcessState, lastLines(d.logPath, 3))
+	case timeout != nil:
+		d.kill()
+		return nil, fmt.Errorf("not ready after 30s (status %v, %v)", st, err)
 	}
+	if f, err := os.OpenFile(logPath, os.O_APPEND|os.O_WRONLY, 0); err == nil {
+		fmt.Fprintf(f, "harness: ready at %s\n", time.Now().UTC().Format(time.RFC3339Nano))
+		f.Close()
+	}
+	r.capacity = int(st.Capacity)
+	d.ready.Store(true)
+	return d, nil
 }
 
 func (r *schedRun) lastLog() string {
@@ -1185,38 +1175,22 @@ func init() {
 }
 
 func schedChildMain() int {
-	cfg, err := config.ParseFile(os.Getenv("TERWAYD_TEST_CONFIG"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
 	level := slog.LevelInfo
 	if os.Getenv(schedLogEnv) == "debug" {
 		level = slog.LevelDebug
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	api, err := newDurableAPI(os.Getenv(schedKubeEnv))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	// What the kubelet posted before the restart is in the API server
-	// before the daemon reads it.
-	ctl := os.Getenv(schedCtlEnv)
-	off := api.catchUp(ctx, ctl, 0, logger)
-	go api.follow(ctx, ctl, off, logger)
-	d, err := New(ctx, Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: nodeName, Kube: api.cs, Logger: logger})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 3
-	}
-	if err := d.Serve(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 4
-	}
-	return 0
+	return serveChild(level, func(ctx context.Context, logger *slog.Logger) (kubernetes.Interface, error) {
+		api, err := newDurableAPI(os.Getenv(schedKubeEnv))
+		if err != nil {
+			return nil, err
+		}
+		// What the kubelet posted before the restart is in the API server
+		// before the daemon reads it.
+		ctl := os.Getenv(schedCtlEnv)
+		off := api.catchUp(ctx, ctl, 0, logger)
+		go api.follow(ctx, ctl, off, logger)
+		return api.cs, nil
+	})
 }
 
 // durableAPI is a fake clientset whose pods persist like an API server's:

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/terway-sim/terway/daemon/store"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/testwait"
 	"github.com/terway-sim/terway/rpc"
 )
 
@@ -210,17 +210,25 @@ func (r *restoreRig) checkAssigned(when string) {
 	}
 }
 
-// settle waits until the pool has nothing in flight and no more idle
-// addresses than max_pool_size, so that anything it would give back is
-// gone.
-func (r *restoreRig) settle(d *Daemon) {
-	r.t.Helper()
-	eventually(r.t, "the pool to settle", func() bool {
+// settle waits until the pool has no more idle addresses than
+// max_pool_size (5) and no cloud call in flight that adds addresses
+// (Inflight) or gives them back (addresses "releasing"), so that anything
+// it would give back is gone from the cloud.
+func (l *lab) settle(d *Daemon) {
+	l.t.Helper()
+	testwait.For(l.t, waitLimit, "the pool to settle", func() error {
 		st := d.pool.Stats()
-		return st.Inflight == 0 && st.Idle <= 5
+		releasing := 0
+		for _, a := range d.pool.Addresses() {
+			if a.State == "releasing" {
+				releasing++
+			}
+		}
+		if st.Inflight != 0 || st.Idle > 5 || releasing != 0 {
+			return fmt.Errorf("pool %+v, %d addresses being given back", st, releasing)
+		}
+		return nil
 	})
-	time.Sleep(300 * time.Millisecond) // shrink calls started just before
-	eventually(r.t, "the pool's calls to finish", func() bool { return d.pool.Stats().Inflight == 0 })
 }
 
 // TestRestoreFromNodeTruth stops a daemon with 30 running pods, loses its
@@ -306,7 +314,7 @@ func restoreRow(t *testing.T, src truthSources, loss storeLoss) {
 			t.Error("GC ran before the API server was read")
 		}
 		r.apiDown.Store(false)
-		eventually(t, "the daemon to read the API server", func() bool { return d.apiRead.Load() })
+		testwait.Until(t, waitLimit, "the daemon to read the API server", func() bool { return d.apiRead.Load() })
 	}
 	if err := d.GC(ctxT(t)); err != nil {
 		t.Fatalf("GC: %v", err)
@@ -342,10 +350,7 @@ func TestTruncatedStoreKeepsRunningPodsAddresses(t *testing.T) {
 	_, c, stop := l.daemon(nil)
 	running := map[string]string{}
 	for i := 0; i < 30; i++ {
-		r, err := alloc(t, c, "ns", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i))
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := allocOK(t, c, "ns", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i))
 		ip := podIP(r)
 		running[ip] = fmt.Sprintf("p%d", i)
 		p, err := l.kube.CoreV1().Pods("ns").Get(context.Background(), fmt.Sprintf("p%d", i), metav1.GetOptions{})
@@ -362,9 +367,7 @@ func TestTruncatedStoreKeepsRunningPodsAddresses(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, c, _ := l.daemon(nil)
-	eventually(t, "the pool to settle", func() bool { st := d.pool.Stats(); return st.Inflight == 0 && st.Idle <= 5 })
-	time.Sleep(300 * time.Millisecond)
-	eventually(t, "the pool's calls to finish", func() bool { return d.pool.Stats().Inflight == 0 })
+	l.settle(d)
 	assigned := map[string]bool{}
 	for _, e := range l.cloud.ENIs() {
 		if e.InstanceID == node1 && e.Type == fakecloud.ENITypeSecondary {
@@ -384,10 +387,7 @@ func TestTruncatedStoreKeepsRunningPodsAddresses(t *testing.T) {
 		t.Errorf("%d of 30 running pods' addresses were returned to the cloud", lost)
 	}
 	for i := 30; i < 35; i++ {
-		r, err := alloc(t, c, "ns", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i))
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := allocOK(t, c, "ns", fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i))
 		if owner, dup := running[podIP(r)]; dup {
 			t.Errorf("p%d got %s, which running pod %s holds", i, podIP(r), owner)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/daemon/store"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 // damageStore writes a store with records at path and then 1 KB of garbage
@@ -63,7 +64,8 @@ func damageStore(t *testing.T, path string) []byte {
 	return data
 }
 
-func storeNodeEvents(t *testing.T, l *lab, reason string) []corev1.Event {
+// nodeEventsOf lists the events about the lab's node with reason.
+func nodeEventsOf(t *testing.T, l *lab, reason string) []corev1.Event {
 	t.Helper()
 	evs, err := l.kube.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -127,7 +129,7 @@ func TestDamagedStoreIsRefusedWithNodeEvent(t *testing.T) {
 	if strings.Contains(err.Error(), "\n") {
 		t.Errorf("error is not one line: %q", err)
 	}
-	evs := storeNodeEvents(t, l, ReasonStoreDamaged)
+	evs := nodeEventsOf(t, l, ReasonStoreDamaged)
 	if len(evs) != 1 || evs[0].Type != corev1.EventTypeWarning || !strings.Contains(evs[0].Message, path) ||
 		!strings.Contains(evs[0].Message, "--rebuild-store") {
 		t.Fatalf("StoreDamaged node events: %+v", evs)
@@ -161,14 +163,8 @@ func TestRebuildStoreMovesDamagedStoreAside(t *testing.T) {
 	if _, err := d.store.List(); err != nil {
 		t.Errorf("new store: %v", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(storeNodeEvents(t, l, ReasonStoreRebuilt)) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no StoreRebuilt node event")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if ev := storeNodeEvents(t, l, ReasonStoreRebuilt)[0]; !strings.Contains(ev.Message, m[0]) {
+	testwait.Until(t, 10*time.Second, "a StoreRebuilt node event", func() bool { return len(nodeEventsOf(t, l, ReasonStoreRebuilt)) > 0 })
+	if ev := nodeEventsOf(t, l, ReasonStoreRebuilt)[0]; !strings.Contains(ev.Message, m[0]) {
 		t.Errorf("StoreRebuilt event does not name %s: %q", m[0], ev.Message)
 	}
 }
@@ -194,7 +190,7 @@ func TestRebuildStoreRefusedWhileAnotherDaemonHoldsTheLock(t *testing.T) {
 	if m := asideFiles(t, cfg.StorePath); len(m) != 0 {
 		t.Errorf("moved aside while another daemon holds the lock: %v", m)
 	}
-	if evs := storeNodeEvents(t, l, ReasonStoreRebuilt); len(evs) != 0 {
+	if evs := nodeEventsOf(t, l, ReasonStoreRebuilt); len(evs) != 0 {
 		t.Errorf("StoreRebuilt events: %+v", evs)
 	}
 }

@@ -9,14 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aliyun/alibaba-cloud-sdk-go/sdk"
-	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
-	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/requests"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
 
 	"github.com/terway-sim/terway/daemon/cloud"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/testwait"
 	"github.com/terway-sim/terway/rpc"
 )
 
@@ -70,30 +68,10 @@ func tagFilterRun(t *testing.T, m mode.Mode) {
 		{what: "ours without the filter tag, Available", tags: ourTags},
 	}
 	orphan := &other{what: "ours with the filter tag, Available", tags: withFilter}
-	// The SDK's constructors race with the daemon's: create and attach
-	// through it before the daemon starts.
-	cfg := sdk.NewConfig()
-	cfg.Scheme = "HTTP"
-	ec, err := ecs.NewClientWithOptions(fakecloud.DefaultRegion, cfg, credentials.NewAccessKeyCredential(testAK, testSK))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ec.Domain = strings.TrimPrefix(l.apiURL, "http://")
+	// Created and attached through the SDK before the daemon starts.
+	ec := l.ecsClient()
 	for _, o := range append(slices.Clone(others), orphan) {
-		req := ecs.CreateCreateNetworkInterfaceRequest()
-		req.VSwitchId = "vsw-bp1lab0000000000001"
-		req.SecurityGroupIds = &[]string{fakecloud.DefaultSecurityGroup}
-		req.SecondaryPrivateIpAddressCount = requests.NewInteger(2)
-		var tags []ecs.CreateNetworkInterfaceTag
-		for k, v := range o.tags {
-			tags = append(tags, ecs.CreateNetworkInterfaceTag{Key: k, Value: v})
-		}
-		req.Tag = &tags
-		resp, err := ec.CreateNetworkInterface(req)
-		if err != nil {
-			t.Fatalf("create %s: %v", o.what, err)
-		}
-		o.id = resp.NetworkInterfaceId
+		o.id = l.createENI(ec, o.what, "", o.tags, 2)
 	}
 	status := func(id string) string {
 		v, ok := l.cloud.ENI(id)
@@ -103,7 +81,7 @@ func tagFilterRun(t *testing.T, m mode.Mode) {
 		return v.Status
 	}
 	for _, o := range others {
-		eventually(t, o.what+" Available", func() bool { return status(o.id) == fakecloud.ENIAvailable })
+		testwait.Until(t, waitLimit, o.what+" Available", func() bool { return status(o.id) == fakecloud.ENIAvailable })
 		if o.attach != "before" {
 			continue
 		}
@@ -112,7 +90,7 @@ func tagFilterRun(t *testing.T, m mode.Mode) {
 		if _, err := ec.AttachNetworkInterface(req); err != nil {
 			t.Fatalf("attach %s: %v", o.what, err)
 		}
-		eventually(t, o.what+" InUse", func() bool { return status(o.id) == fakecloud.ENIInUse })
+		testwait.Until(t, waitLimit, o.what+" InUse", func() bool { return status(o.id) == fakecloud.ENIInUse })
 	}
 
 	d, c, stop := l.daemon(func(o *Options) { o.Mode = m })
@@ -152,11 +130,7 @@ func tagFilterRun(t *testing.T, m mode.Mode) {
 
 	check := func(d *Daemon, when string) {
 		t.Helper()
-		time.Sleep(time.Second) // ten pool sync periods
-		if err := d.GC(ctxT(t)); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(300 * time.Millisecond)
+		afterSyncsAndGC(t, d)
 		known := map[string]bool{}
 		for _, a := range d.pool.Addresses() {
 			known[a.IP.ENIID] = true
@@ -247,10 +221,7 @@ func TestENITagsChangeKeepsOwnENIs(t *testing.T) {
 	got := map[string]string{}
 	for i := 0; i < 5; i++ {
 		p := fmt.Sprintf("p%02d", i)
-		r, err := alloc(t, c, "tg", p, "c-"+p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := allocOK(t, c, "tg", p, "c-"+p)
 		got[p] = podIP(r)
 	}
 	before := map[string]bool{}

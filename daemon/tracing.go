@@ -64,7 +64,7 @@ func (t *tracing) GetResourceTrace(_ context.Context, r *rpc.ResourceTypeNameReq
 		d.mu.Lock()
 		n := len(d.pending)
 		d.mu.Unlock()
-		out := kv("pending_pods_count", strconv.Itoa(n))
+		out := kv("pending_pods_count", strconv.Itoa(n), "gc_rounds", strconv.FormatInt(d.gcRounds.Load(), 10))
 		atts, err := d.store.List()
 		if err != nil {
 			return nil, status.Error(codes.Internal, err.Error())

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 func fast(steps int) map[string]Policy {
@@ -98,11 +100,12 @@ func TestInitialDelayBeforeFirstAttempt(t *testing.T) {
 			}()
 			start := clk.Now()
 			waitForTimer(t, clk, calls)
+			// A fake timer that fires leaves the clock's waiters: one still
+			// there 1ms short of the InitialDelay has not fired, and no
+			// attempt can have started.
 			clk.Step(10*time.Second - time.Millisecond)
-			select {
-			case at := <-calls:
-				t.Fatalf("first attempt at +%v, before the 10s InitialDelay", at.Sub(start))
-			case <-time.After(20 * time.Millisecond):
+			if !clk.HasWaiters() || len(calls) > 0 {
+				t.Fatalf("the InitialDelay's timer fired at +%v, before 10s (%d attempts)", clk.Since(start), len(calls))
 			}
 			clk.Step(time.Millisecond)
 			select {
@@ -138,17 +141,15 @@ func TestInitialDelayOnce(t *testing.T) {
 	start := clk.Now()
 	var got []time.Duration
 	for len(got) < 3 {
+		// Retry either attempts or waits on the clock: an attempt is
+		// taken first, so that the clock moves only while Retry waits.
+		testwait.Until(t, 5*time.Second, "an attempt or a timer", func() bool { return len(calls) > 0 || clk.HasWaiters() })
 		select {
 		case at := <-calls:
 			got = append(got, at.Sub(start))
-			continue
 		default:
-		}
-		if clk.HasWaiters() {
 			clk.Step(time.Second)
-			continue
 		}
-		time.Sleep(time.Millisecond)
 	}
 	if want := []time.Duration{5 * time.Second, 6 * time.Second, 7 * time.Second}; !slices.Equal(got, want) {
 		t.Errorf("attempts at %v, want %v", got, want)
@@ -203,16 +204,12 @@ func TestDefaultFor(t *testing.T) {
 func waitForTimer(t *testing.T, clk *clocktesting.FakeClock, calls <-chan time.Time) {
 	t.Helper()
 	start := clk.Now()
-	deadline := time.Now().Add(5 * time.Second)
-	for !clk.HasWaiters() {
+	testwait.Until(t, 5*time.Second, "a timer armed on the fake clock", func() bool {
 		select {
 		case at := <-calls:
 			t.Fatalf("an attempt ran at +%v, before the InitialDelay passed", at.Sub(start))
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no timer armed on the fake clock")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return clk.HasWaiters()
+	})
 }

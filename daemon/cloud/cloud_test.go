@@ -19,6 +19,8 @@ import (
 
 	"github.com/terway-sim/terway/daemon/backoff"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/fakecloudtest"
+	"github.com/terway-sim/terway/internal/noproxy"
 )
 
 const (
@@ -31,10 +33,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
-		os.Unsetenv(k)
-	}
-	os.Setenv("NO_PROXY", "127.0.0.1,localhost")
+	noproxy.Unset()
 	os.Exit(m.Run())
 }
 
@@ -69,14 +68,9 @@ func newWorld(t *testing.T, opts ...worldOpt) *world {
 		o(&spec, &fo, &co)
 	}
 	fo.Spec = &spec
-	c, err := fakecloud.New(fo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := httptest.NewServer(c)
-	md := httptest.NewServer(c.MetadataHandler(node1))
-	t.Cleanup(func() { api.Close(); md.Close(); c.Close() })
-	co.ECSEndpoint, co.VPCEndpoint = api.URL, api.URL
+	fc := fakecloudtest.Start(t, fo, node1)
+	md := fc.Metadata
+	co.ECSEndpoint, co.VPCEndpoint = fc.API.URL, fc.API.URL
 	cl, err := New(co)
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +80,7 @@ func newWorld(t *testing.T, opts ...worldOpt) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &world{t: t, cloud: c, api: cl, node: &Node{API: cl, Metadata: meta, Instance: inst, MetadataTimeout: 5 * time.Second}, mdURL: md.URL}
+	return &world{t: t, cloud: fc.Cloud, api: cl, node: &Node{API: cl, Metadata: meta, Instance: inst, MetadataTimeout: 5 * time.Second}, mdURL: md.URL}
 }
 
 func ctx(t *testing.T) context.Context {
@@ -424,7 +418,9 @@ func TestVSwitchPoolExhaustionAndRecovery(t *testing.T) {
 	w := newWorld(t, func(s *fakecloud.Spec, _ *fakecloud.Options, _ *Options) {
 		s.VSwitches[0].CIDR = "192.168.0.0/29" // 4 usable, eth0 takes one
 	})
-	p, err := NewVSwitchPool(w.api, nil, SelectMostFree, []string{vsw1}, time.Hour, 50*time.Millisecond, 1)
+	// The block's expiry is the subject: the pool runs on a fake clock.
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	p, err := NewVSwitchPool(w.api, clk, SelectMostFree, []string{vsw1}, time.Hour, 50*time.Millisecond, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +444,11 @@ func TestVSwitchPoolExhaustionAndRecovery(t *testing.T) {
 	if err := w.api.UnassignIPv4(ctx(t), e.ID, e.IPv4[:1]); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(60 * time.Millisecond)
+	clk.Step(50*time.Millisecond - time.Nanosecond)
+	if _, err := p.Pick(ctx(t)); !errors.Is(err, ErrNoVSwitch) {
+		t.Fatalf("pick 1ns before the block expires: %v", err)
+	}
+	clk.Step(time.Nanosecond)
 	if v, err := p.Pick(ctx(t)); err != nil || v.Available != 1 {
 		t.Fatalf("after the block expired: %+v %v", v, err)
 	}

@@ -114,6 +114,16 @@ func (f *fixture) add(network string, tgt Target, capArgs map[string]any) {
 	}
 }
 
+// addedC1 writes the one network "terway" (CNI 1.0.0) and ADDs container
+// c1 to it, as the runtime did when the pod started; it returns c1.
+func (f *fixture) addedC1() Target {
+	f.t.Helper()
+	f.writeConf("10-net.conflist", f.conflist("terway", "1.0.0", ""))
+	tgt := f.target("c1")
+	f.add("terway", tgt, nil)
+	return tgt
+}
+
 func (f *fixture) del(network string, tgt Target) {
 	f.t.Helper()
 	list, err := libcni.LoadNetworkConf(f.confDir, network)
@@ -254,9 +264,7 @@ func wantCheckCall(t *testing.T, c call, tgt Target, version string) {
 
 func TestCheckPluginFailureKeepsCodeAndMessage(t *testing.T) {
 	f := newFixture(t)
-	f.writeConf("10-net.conflist", f.conflist("terway", "1.0.0", ""))
-	tgt := f.target("c1")
-	f.add("terway", tgt, nil)
+	tgt := f.addedC1()
 	c := f.checker("")
 
 	f.mark("c1", `{"code":999,"msg":"veth peer is down"}`)
@@ -283,9 +291,7 @@ func TestCheckPluginFailureKeepsCodeAndMessage(t *testing.T) {
 
 func TestCheckTryAgainLaterIsNotAFailure(t *testing.T) {
 	f := newFixture(t)
-	f.writeConf("10-net.conflist", f.conflist("terway", "1.0.0", ""))
-	tgt := f.target("c1")
-	f.add("terway", tgt, nil)
+	tgt := f.addedC1()
 	f.mark("c1", `{"code":11,"msg":"daemon busy"}`)
 
 	err := f.checker("").Check(context.Background(), tgt)
@@ -411,9 +417,7 @@ func TestCheckPicksNetwork(t *testing.T) {
 
 func TestCheckReloadsChangedConfig(t *testing.T) {
 	f := newFixture(t)
-	f.writeConf("10-net.conflist", f.conflist("terway", "1.0.0", ""))
-	tgt := f.target("c1")
-	f.add("terway", tgt, nil)
+	tgt := f.addedC1()
 	c := f.checker("")
 	if err := c.Check(context.Background(), tgt); err != nil {
 		t.Fatalf("Check: %v", err)
@@ -500,9 +504,7 @@ func TestCheckReplaysCachedCapabilityArgs(t *testing.T) {
 
 func TestCheckHonoursContext(t *testing.T) {
 	f := newFixture(t)
-	f.writeConf("10-net.conflist", f.conflist("terway", "1.0.0", ""))
-	tgt := f.target("c1")
-	f.add("terway", tgt, nil)
+	tgt := f.addedC1()
 	f.mark("c1", `{"code":999,"msg":"slow","sleepMs":30000}`)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -520,9 +522,7 @@ func TestCheckHonoursContext(t *testing.T) {
 
 func TestCheckMissingPluginIsNotAFailure(t *testing.T) {
 	f := newFixture(t)
-	f.writeConf("10-net.conflist", f.conflist("terway", "1.0.0", ""))
-	tgt := f.target("c1")
-	f.add("terway", tgt, nil)
+	tgt := f.addedC1()
 	f.replaceConf("10-net.conflist", fmt.Sprintf(`{"cniVersion":"1.0.0","name":"terway","plugins":[%s,{"type":"no-such-plugin"}]}`, f.pluginConf("")))
 
 	err := f.checker("").Check(context.Background(), tgt)
@@ -533,9 +533,7 @@ func TestCheckMissingPluginIsNotAFailure(t *testing.T) {
 
 func TestCheckRejectsIncompleteTarget(t *testing.T) {
 	f := newFixture(t)
-	f.writeConf("10-net.conflist", f.conflist("terway", "1.0.0", ""))
-	tgt := f.target("c1")
-	f.add("terway", tgt, nil)
+	tgt := f.addedC1()
 	tgt.NetNS = ""
 	if err := f.checker("").Check(context.Background(), tgt); err == nil {
 		t.Fatal("Check without netns succeeded")

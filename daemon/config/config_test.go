@@ -16,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/terway-sim/terway/daemon/backoff"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 func mustParse(t *testing.T, doc string) *Config {
@@ -631,16 +632,14 @@ func TestBackoffInitialDelayReachesSet(t *testing.T) {
 			return true, nil
 		})
 	}()
-	for deadline := time.Now().Add(5 * time.Second); !clk.HasWaiters(); {
+	testwait.Until(t, 5*time.Second, "Retry to arm a timer on the fake clock", func() bool {
 		select {
 		case at := <-first:
 			t.Fatalf("first attempt at +%v, before the configured InitialDelay of 7s", at.Sub(start))
-		case <-time.After(time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("Retry armed no timer on the fake clock")
-		}
-	}
+		return clk.HasWaiters()
+	})
 	clk.Step(7 * time.Second)
 	select {
 	case at := <-first:

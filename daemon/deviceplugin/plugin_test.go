@@ -26,6 +26,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/terway-sim/terway/daemon/deviceplugin"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 // waitLimit is generous: -race on a loaded 2-core CI machine is slow.
@@ -153,33 +154,45 @@ func (h *harness) stop() error {
 	}
 }
 
+// registered runs a kubelet and a plugin of resource ("" for the
+// default) with count devices in a new directory, and waits until the
+// plugin has registered.
+func registered(t *testing.T, resource string, count int) (*harness, *fakeKubelet, *v1beta1.RegisterRequest) {
+	t.Helper()
+	dir := tempDir(t)
+	k := startKubelet(t, dir)
+	h := newHarness(t, dir, resource)
+	h.plugin.SetCount(count)
+	h.start()
+	return h, k, h.awaitRegistration(k)
+}
+
 // awaitRegistration advances the fake clock until k accepts a registration.
 func (h *harness) awaitRegistration(k *fakeKubelet) *v1beta1.RegisterRequest {
 	h.t.Helper()
-	deadline := time.After(waitLimit)
-	for {
+	var r *v1beta1.RegisterRequest
+	testwait.For(h.t, waitLimit, "a registration", func() error {
 		select {
-		case r := <-k.reqs:
-			return r
-		case <-deadline:
-			h.t.Fatalf("no registration within %v (%d attempts)", waitLimit, k.attempts.Load())
-		case <-time.After(5 * time.Millisecond):
+		case r = <-k.reqs:
+			return nil
+		default:
 			h.clk.Step(time.Second)
+			return fmt.Errorf("%d attempts, none accepted", k.attempts.Load())
 		}
-	}
+	})
+	return r
 }
 
 // waitFor polls cond, advancing the fake clock, until it holds.
 func (h *harness) waitFor(what string, cond func() bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out waiting for %s", what)
+	testwait.Until(h.t, waitLimit, what, func() bool {
+		if cond() {
+			return true
 		}
 		h.clk.Step(time.Second)
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	})
 }
 
 func dialPlugin(t *testing.T, dir, endpoint string) v1beta1.DevicePluginClient {
@@ -256,12 +269,7 @@ func dirEntries(t *testing.T, dir string) []string {
 }
 
 func TestRegistersWithKubelet(t *testing.T) {
-	dir := tempDir(t)
-	k := startKubelet(t, dir)
-	h := newHarness(t, dir, "")
-	h.start()
-
-	r := h.awaitRegistration(k)
+	h, _, r := registered(t, "", 0)
 	if r.GetResourceName() != "aliyun/eni" {
 		t.Errorf("resource name = %q, want aliyun/eni", r.GetResourceName())
 	}
@@ -271,16 +279,12 @@ func TestRegistersWithKubelet(t *testing.T) {
 	if !endpointName.MatchString(r.GetEndpoint()) {
 		t.Errorf("endpoint = %q, want <number>-eni.sock", r.GetEndpoint())
 	}
-	checkSocket(t, filepath.Join(dir, r.GetEndpoint()))
+	checkSocket(t, filepath.Join(h.dir, r.GetEndpoint()))
 }
 
 func TestListAndWatchFollowsSetCount(t *testing.T) {
-	dir := tempDir(t)
-	k := startKubelet(t, dir)
-	h := newHarness(t, dir, "")
-	h.plugin.SetCount(3)
-	h.start()
-	c := dialPlugin(t, dir, h.awaitRegistration(k).GetEndpoint())
+	h, _, r := registered(t, "", 3)
+	c := dialPlugin(t, h.dir, r.GetEndpoint())
 
 	opts, err := c.GetDevicePluginOptions(context.Background(), &v1beta1.Empty{})
 	if err != nil {
@@ -298,12 +302,8 @@ func TestListAndWatchFollowsSetCount(t *testing.T) {
 }
 
 func TestShrinkToZeroAndGrowAgain(t *testing.T) {
-	dir := tempDir(t)
-	k := startKubelet(t, dir)
-	h := newHarness(t, dir, "")
-	h.plugin.SetCount(2)
-	h.start()
-	c := dialPlugin(t, dir, h.awaitRegistration(k).GetEndpoint())
+	h, _, r := registered(t, "", 2)
+	c := dialPlugin(t, h.dir, r.GetEndpoint())
 
 	stream := listAndWatch(t, c)
 	expectDevices(t, stream, 2)
@@ -316,12 +316,8 @@ func TestShrinkToZeroAndGrowAgain(t *testing.T) {
 }
 
 func TestAllocateAnswersEveryContainer(t *testing.T) {
-	dir := tempDir(t)
-	k := startKubelet(t, dir)
-	h := newHarness(t, dir, "")
-	h.plugin.SetCount(3)
-	h.start()
-	c := dialPlugin(t, dir, h.awaitRegistration(k).GetEndpoint())
+	h, _, r := registered(t, "", 3)
+	c := dialPlugin(t, h.dir, r.GetEndpoint())
 	ctx := context.Background()
 
 	resp, err := c.Allocate(ctx, &v1beta1.AllocateRequest{ContainerRequests: []*v1beta1.ContainerAllocateRequest{
@@ -348,12 +344,8 @@ func TestAllocateAnswersEveryContainer(t *testing.T) {
 }
 
 func TestReregistersAfterKubeletRestart(t *testing.T) {
-	dir := tempDir(t)
-	k := startKubelet(t, dir)
-	h := newHarness(t, dir, "")
-	h.plugin.SetCount(2)
-	h.start()
-	old := h.awaitRegistration(k).GetEndpoint()
+	h, k, first := registered(t, "", 2)
+	dir, old := h.dir, first.GetEndpoint()
 
 	// What kubelet does on restart: its socket goes, the new kubelet wipes
 	// the plugin sockets and listens again.
@@ -378,11 +370,8 @@ func TestReregistersAfterKubeletRestart(t *testing.T) {
 }
 
 func TestReregistersWhenOnlyKubeletSocketIsRecreated(t *testing.T) {
-	dir := tempDir(t)
-	k := startKubelet(t, dir)
-	h := newHarness(t, dir, "example.com/eni")
-	h.start()
-	old := h.awaitRegistration(k).GetEndpoint()
+	h, k, first := registered(t, "example.com/eni", 0)
+	dir, old := h.dir, first.GetEndpoint()
 
 	k.stop()
 	k2 := startKubelet(t, dir)
@@ -433,12 +422,8 @@ func TestRegistrationRetriedWithBackoff(t *testing.T) {
 }
 
 func TestRunStopsCleanly(t *testing.T) {
-	dir := tempDir(t)
-	k := startKubelet(t, dir)
-	h := newHarness(t, dir, "")
-	h.plugin.SetCount(1)
-	h.start()
-	endpoint := h.awaitRegistration(k).GetEndpoint()
+	h, _, r := registered(t, "", 1)
+	dir, endpoint := h.dir, r.GetEndpoint()
 	stream := listAndWatch(t, dialPlugin(t, dir, endpoint))
 	expectDevices(t, stream, 1)
 

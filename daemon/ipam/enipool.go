@@ -81,6 +81,8 @@ type ENIPool struct {
 	// released (strays.go).
 	pendingENIs map[string]bool
 	strays      map[string]bool
+	// syncs counts the completed sync rounds (Stats.Syncs).
+	syncs int
 }
 
 type eniRes struct {
@@ -257,7 +259,8 @@ func (p *ENIPool) Starved() bool {
 func (p *ENIPool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := Stats{ENIs: len(p.enis), Total: len(p.enis), Inflight: p.creating, Waiting: len(p.waiters), Starved: p.starved}
+	st := Stats{ENIs: len(p.enis), Total: len(p.enis), Inflight: p.creating, Waiting: len(p.waiters), Starved: p.starved,
+		Syncs: p.syncs}
 	now := p.clock.Now()
 	for _, r := range p.enis {
 		switch {
@@ -320,10 +323,14 @@ func (p *ENIPool) Run(ctx context.Context) {
 			p.mu.Unlock()
 			return
 		case <-p.kickc:
+			p.plan()
 		case <-t.C():
 			p.sync(ctx)
+			p.plan()
+			p.mu.Lock()
+			p.syncs++
+			p.mu.Unlock()
 		}
-		p.plan()
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/terway-sim/terway/daemon/cloud"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 // memCloud is an in-memory Cloud for pool-policy tests: ENIs are attached
@@ -446,13 +447,7 @@ func (h *policy) run(run func(context.Context)) {
 // goroutines run on their own after the clock moved.
 func (h *policy) until(what string, cond func() bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
+	testwait.Until(h.t, 2*time.Second, what, cond)
 }
 
 // advanceTo sets the clock to at until cond holds: a timer the pool arms

@@ -227,6 +227,8 @@ type MultiIP struct {
 	orphanSeen  map[netip.Addr]int
 	// starved is set while the cloud answers that the vSwitch is dry.
 	starved bool
+	// syncs counts the completed sync rounds (Stats.Syncs).
+	syncs int
 	// pendingENIs are ENIs this pool's creations made and have not
 	// finished with; strays the unknown ENIs of ours being adopted or
 	// released (strays.go).
@@ -459,13 +461,17 @@ type Stats struct {
 	// Starved: the pool's last growth failed because the cloud had no
 	// addresses (see Starved).
 	Starved bool
+	// Syncs counts the periodic sync rounds (SyncPeriod: the sync and the
+	// plan after it) the pool has completed: one that completes after a
+	// moment proves that a whole round ran after it.
+	Syncs int
 }
 
 // Stats returns the current counts.
 func (p *MultiIP) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := Stats{ENIs: len(p.enis), Inflight: p.inflight, Waiting: len(p.waiters), Starved: p.starved}
+	st := Stats{ENIs: len(p.enis), Inflight: p.inflight, Waiting: len(p.waiters), Starved: p.starved, Syncs: p.syncs}
 	now := p.clock.Now()
 	for _, e := range p.enis {
 		for _, s := range e.ips {
@@ -561,6 +567,9 @@ func (p *MultiIP) Run(ctx context.Context) {
 		case <-t.C():
 			p.sync(ctx)
 			p.plan()
+			p.mu.Lock()
+			p.syncs++
+			p.mu.Unlock()
 		}
 	}
 }

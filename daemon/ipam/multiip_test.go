@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +16,9 @@ import (
 	"github.com/terway-sim/terway/daemon/backoff"
 	"github.com/terway-sim/terway/daemon/cloud"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/fakecloudtest"
+	"github.com/terway-sim/terway/internal/noproxy"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 const (
@@ -28,14 +29,15 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
-		os.Unsetenv(k)
-	}
-	os.Setenv("NO_PROXY", "127.0.0.1,localhost")
+	noproxy.Unset()
 	// Every goroutine a pool starts ends with it (Run, Close): none may
 	// outlive the tests.
 	goleak.VerifyTestMain(m)
 }
+
+// waitLimit bounds a wait on the pool's goroutines and the cloud's
+// delays: generous, for -race on a loaded machine.
+const waitLimit = 30 * time.Second
 
 type env struct {
 	t     *testing.T
@@ -62,19 +64,13 @@ func newEnv(t *testing.T, mod func(*fakecloud.Spec, *fakecloud.Options)) *env {
 		mod(&spec, &fo)
 	}
 	fo.Spec = &spec
-	fc, err := fakecloud.New(fo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := httptest.NewServer(fc)
-	md := httptest.NewServer(fc.MetadataHandler(node1))
-	t.Cleanup(func() { api.Close(); md.Close(); fc.Close() })
-	cl, err := cloud.New(cloud.Options{RegionID: "cn-hangzhou", ECSEndpoint: api.URL, VPCEndpoint: api.URL,
+	fc := fakecloudtest.Start(t, fo, node1)
+	cl, err := cloud.New(cloud.Options{RegionID: "cn-hangzhou", ECSEndpoint: fc.API.URL, VPCEndpoint: fc.API.URL,
 		Credentials: credentials.NewStaticAKCredentialsProvider(testAK, testSK), Backoff: fastBackoff()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta := cloud.NewMetadata(md.URL, nil, nil, fastBackoff(), nil)
+	meta := cloud.NewMetadata(fc.Metadata.URL, nil, nil, fastBackoff(), nil)
 	inst, err := meta.Instance(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +79,7 @@ func newEnv(t *testing.T, mod func(*fakecloud.Spec, *fakecloud.Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, cloud: fc, node: &cloud.Node{API: cl, Metadata: meta, Instance: inst, MetadataTimeout: 10 * time.Second}, vsw: vsw,
+	return &env{t: t, cloud: fc.Cloud, node: &cloud.Node{API: cl, Metadata: meta, Instance: inst, MetadataTimeout: 10 * time.Second}, vsw: vsw,
 		cfg: MultiIPConfig{MaxENI: 3, IPsPerENI: 15, MinIdle: 0, MaxIdle: 5, BatchWindow: 20 * time.Millisecond,
 			SyncPeriod: time.Hour, FailureBackoff: 50 * time.Millisecond, ExhaustedInhibit: 200 * time.Millisecond,
 			SecurityGroups: []string{fakecloud.DefaultSecurityGroup}, PackENIs: true,
@@ -202,7 +198,7 @@ func TestWarmUpAndShrink(t *testing.T) {
 	e.cfg.MinIdle, e.cfg.MaxIdle = 4, 6
 	p, _ := e.start()
 	p.kick()
-	eventually(t, "warm pool of 4", func() bool { return p.Stats().Idle >= 4 })
+	testwait.Until(t, waitLimit, "warm pool of 4", func() bool { return p.Stats().Idle >= 4 })
 	got, errs := allocateMany(t, p, "ns", 20)
 	if len(errs) > 0 {
 		t.Fatal(errs[0])
@@ -212,7 +208,7 @@ func TestWarmUpAndShrink(t *testing.T) {
 		p.Release(owner, time.Time{})
 	}
 	// Back to at most MaxIdle idle addresses, with at least MinIdle.
-	eventually(t, "shrink to MaxIdle", func() bool {
+	testwait.Until(t, waitLimit, "shrink to MaxIdle", func() bool {
 		st := p.Stats()
 		return st.Idle <= 6 && st.Idle >= 4 && st.Inflight == 0 && len(e.cloudAddrs()) == st.Total
 	})
@@ -303,7 +299,7 @@ func TestRecoveryWhenAddressesComeBackElsewhere(t *testing.T) {
 		netip.MustParseAddr("192.168.0.2"), netip.MustParseAddr("192.168.0.3")}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "recovery", func() bool {
+	testwait.Until(t, waitLimit, "recovery", func() bool {
 		_, err := p.Allocate(ctxT(t), fmt.Sprintf("y/pod-%d", time.Now().UnixNano()))
 		return err == nil
 	})
@@ -369,17 +365,6 @@ func TestDualStack(t *testing.T) {
 	}
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestTransientFailuresDelayPersistentFail: a cloud that fails for a
 // while (more than the client's own retries) delays the pods that wait;
 // one that keeps failing with the same error fails them with that error,
@@ -439,7 +424,7 @@ func TestSweepSparesENIsBeingCreated(t *testing.T) {
 		l, err := e.node.API.DescribeENIs(ctxT(t), cloud.ENIFilter{Tags: e.cfg.Tags, Status: cloud.StatusAvailable})
 		return err == nil && len(l) == 1
 	}
-	eventually(t, "the new ENI visible as Available", visible)
+	testwait.Until(t, waitLimit, "the new ENI visible as Available", visible)
 	swept, err := p.Sweep(ctxT(t))
 	if err != nil || len(swept) != 0 {
 		t.Fatalf("sweep during a creation deleted %v (%v)", swept, err)
@@ -453,7 +438,7 @@ func TestSweepSparesENIsBeingCreated(t *testing.T) {
 		SecurityGroups: []string{fakecloud.DefaultSecurityGroup}, Tags: e.cfg.Tags}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the orphan visible", visible)
+	testwait.Until(t, waitLimit, "the orphan visible", visible)
 	if swept, err := p.Sweep(ctxT(t)); err != nil || len(swept) != 1 {
 		t.Fatalf("idle sweep removed %v (%v), want the orphan", swept, err)
 	}

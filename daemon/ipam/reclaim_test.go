@@ -8,6 +8,8 @@ import (
 	"time"
 
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 // TestIdleReclaimJitter drives idle reclaim on a fake clock: the first
@@ -55,42 +57,36 @@ func TestIdleReclaimJitter(t *testing.T) {
 			for i := range addrs {
 				p.Release(fmt.Sprintf("ns/p%d", i), time.Time{})
 			}
-			settled := func() bool {
-				p.mu.Lock()
-				defer p.mu.Unlock()
-				for _, s := range p.enis {
-					if s.busy {
-						return false
-					}
-				}
-				return p.inflight == 0 && p.creating == 0 && len(p.waiters) == 0
-			}
-			eventually(t, "the pool to settle", settled)
+			testwait.Until(t, waitLimit, "the pool to settle", p.settled)
 			if st := p.Stats(); st.ENIs != 1 || st.Idle != addrs {
 				t.Fatalf("before reclaim: %+v, want %d idle on one ENI", st, addrs)
 			}
 			quiet := clk.Now().Add(after)
 
-			// roundAt sets the clock 1ns before at (nothing is given back)
-			// and then to at (one address is), and returns the time the
-			// round drew for the next one.
+			// roundAt waits until the loop has armed the round's timer
+			// (beside its sync ticker), sets the clock 1ns before at (the
+			// timer must not fire, so no round can run) and then to at
+			// (one address is given back), and returns the time the round
+			// drew for the next one. A fake timer that fires leaves the
+			// clock's waiters at once, in SetTime.
 			idle := addrs
 			roundAt := func(at time.Time) time.Time {
 				t.Helper()
+				testwait.Until(t, waitLimit, "the round's timer armed", func() bool { return clk.Waiters() == 2 })
 				clk.SetTime(at.Add(-time.Nanosecond))
-				time.Sleep(50 * time.Millisecond)
-				clk.Step(0)
-				time.Sleep(20 * time.Millisecond)
+				if n := clk.Waiters(); n != 2 {
+					t.Fatalf("the round's timer fired %v before its time %v", time.Nanosecond, at.Sub(quiet))
+				}
 				if got := p.Stats().Idle; got != idle {
 					t.Fatalf("%v before the round's time: %d idle, want %d", time.Nanosecond, got, idle)
 				}
 				clk.SetTime(at)
-				eventually(t, fmt.Sprintf("a round at %v", at.Sub(quiet)), func() bool {
+				testwait.Until(t, waitLimit, fmt.Sprintf("a round at %v", at.Sub(quiet)), func() bool {
 					clk.Step(0) // fires a timer armed for now after the SetTime
 					return p.Stats().Idle == idle-1
 				})
 				idle--
-				eventually(t, "the round's unassign to finish", settled)
+				testwait.Until(t, waitLimit, "the round's unassign to finish", p.settled)
 				p.mu.Lock()
 				next := p.nextReclaim
 				p.mu.Unlock()

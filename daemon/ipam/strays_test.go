@@ -6,6 +6,7 @@ import (
 
 	"github.com/terway-sim/terway/daemon/cloud"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 func TestOwnedBy(t *testing.T) {
@@ -73,7 +74,7 @@ func TestSyncAdoptsStray(t *testing.T) {
 	e.cfg.SyncPeriod = 50 * time.Millisecond
 	p, _ := e.start()
 	id := e.stray("stray", 2)
-	eventually(t, "the stray adopted", func() bool { st := p.Stats(); return st.ENIs == 1 && st.Idle == 3 })
+	testwait.Until(t, waitLimit, "the stray adopted", func() bool { st := p.Stats(); return st.ENIs == 1 && st.Idle == 3 })
 	creates := e.calls("CreateNetworkInterface")
 	ip, err := p.Allocate(ctxT(t), "ns/pod")
 	if err != nil || ip.ENIID != id {
@@ -95,7 +96,7 @@ func TestSyncReleasesUnwantedStray(t *testing.T) {
 	e.cfg.MaxIdle = 0
 	p, _ := e.start()
 	id := e.stray("stray", 2)
-	eventually(t, "the stray deleted", func() bool {
+	testwait.Until(t, waitLimit, "the stray deleted", func() bool {
 		for _, v := range e.cloud.ENIs() {
 			if v.ID == id {
 				return false
@@ -110,10 +111,11 @@ func TestSyncReleasesUnwantedStray(t *testing.T) {
 
 // TestSyncSparesCreationInFlight holds the answer to the pool's own
 // attach: its ENI is tagged, attached and unknown to the pool for many
-// sync periods, and the sync must leave it to the creation.
+// syncs, and the sync must leave it to the creation. The test runs the
+// syncs itself (the pool's period is an hour), so each has finished when
+// it is checked.
 func TestSyncSparesCreationInFlight(t *testing.T) {
 	e := newEnv(t, nil)
-	e.cfg.SyncPeriod = 20 * time.Millisecond
 	p, _ := e.start()
 	hold, err := e.cloud.AddFault(fakecloud.Fault{Kind: fakecloud.FaultPause, Action: "AttachNetworkInterface", Step: fakecloud.StepAfter})
 	if err != nil {
@@ -124,7 +126,7 @@ func TestSyncSparesCreationInFlight(t *testing.T) {
 	if err := e.cloud.WaitHeld(ctxT(t), hold, 1); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the held attach to complete in the cloud", func() bool {
+	testwait.Until(t, waitLimit, "the held attach to complete in the cloud", func() bool {
 		for _, v := range e.cloud.ENIs() {
 			if v.Type == fakecloud.ENITypeSecondary && v.Status == fakecloud.ENIInUse {
 				return true
@@ -132,15 +134,29 @@ func TestSyncSparesCreationInFlight(t *testing.T) {
 		}
 		return false
 	})
-	time.Sleep(300 * time.Millisecond) // fifteen sync periods
-	if st := p.Stats(); st.ENIs != 0 {
-		t.Fatalf("the sync adopted the pool's own ENI in flight: %+v", st)
+	// A sync that took the ENI for a stray would have marked it before it
+	// returned, and adopted or released it since.
+	noStray := func(when string) {
+		t.Helper()
+		p.sync(ctxT(t))
+		p.mu.Lock()
+		strays := len(p.strays)
+		p.mu.Unlock()
+		if strays != 0 {
+			t.Fatalf("%s: the sync took the pool's own ENI for a stray", when)
+		}
+	}
+	for range 3 {
+		noStray("attach in flight")
+		if st := p.Stats(); st.ENIs != 0 {
+			t.Fatalf("the sync adopted the pool's own ENI in flight: %+v", st)
+		}
 	}
 	e.cloud.RemoveFault(hold)
 	if err := <-done; err != nil {
 		t.Fatalf("allocation: %v", err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	noStray("creation done")
 	if st := p.Stats(); st.ENIs != 1 {
 		t.Fatalf("stats %+v, want the one ENI", st)
 	}

@@ -115,7 +115,7 @@ func (v *VPC) Stats() Stats {
 	st.Idle = st.Total - st.InUse
 	if v.enis != nil {
 		e := v.enis.Stats()
-		st.ENIs, st.Starved = e.ENIs, e.Starved
+		st.ENIs, st.Starved, st.Syncs = e.ENIs, e.Starved, e.Syncs
 	}
 	return st
 }

@@ -3,6 +3,7 @@ package k8s
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 func TestPodIPsValue(t *testing.T) {
@@ -70,18 +73,14 @@ func TestPatchPodIPs(t *testing.T) {
 	if err != nil || got.Annotations[AnnotationPodIPs] != "192.168.0.7,fd00::7" || got.Annotations["other"] != "kept" {
 		t.Fatalf("pod annotations %v (%v)", got.Annotations, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.For(t, 10*time.Second, "the informer to show the annotation as Pod.AnnotatedIPs (and only there)", func() error {
 		p, err := c.Pod(ctx, "ns", "web")
 		if err == nil && len(p.AnnotatedIPs) == 2 && p.AnnotatedIPs[0] == netip.MustParseAddr("192.168.0.7") &&
 			p.AnnotatedIPs[1] == netip.MustParseAddr("fd00::7") && len(p.IPs) == 0 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the informer never showed the annotation as Pod.AnnotatedIPs (and only there): %+v %v", p, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("pod %+v, %v", p, err)
+	})
 	if patched, err := c.PatchPodIPs(ctx, "ns", "web", "u1", "192.168.0.7,fd00::7"); err != nil || patched {
 		t.Errorf("same value again: patched %v, %v; want skipped", patched, err)
 	}
