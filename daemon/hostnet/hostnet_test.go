@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/terway-sim/terway/cni/datapath"
+	"github.com/terway-sim/terway/internal/testnetns"
 )
 
 var testFamilies = []family{ipv4, ipv6}
@@ -98,7 +99,7 @@ func TestPodAddresses(t *testing.T) {
 
 func TestEmptyNamespace(t *testing.T) {
 	t.Parallel()
-	n := newNS(t)
+	n := testnetns.ForTest(t)
 	h := openHost(t, n.Path())
 	got, err := h.PodAddresses()
 	if err != nil || len(got) != 0 {
@@ -112,13 +113,13 @@ func TestEmptyNamespace(t *testing.T) {
 	if _, err := h.Release(netip.Addr{}); err == nil {
 		t.Fatal("Release(zero Addr) succeeded, want an error")
 	}
-	w := &world{fam: ipv4, nl: setupHandle(t, n.Path())}
+	w := &world{fam: ipv4, nl: testnetns.Handle(t, n.Path())}
 	assertDefaultRules(t, w.state(t))
 }
 
 func TestClosedHost(t *testing.T) {
 	t.Parallel()
-	n := newNS(t)
+	n := testnetns.ForTest(t)
 	h, err := Open(n.Path())
 	if err != nil {
 		t.Fatalf("Open: %v", err)

@@ -7,6 +7,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/terway-sim/terway/internal/nlsafe"
 )
 
 // Removed counts what Release deleted, so GC logs show whether a release
@@ -51,7 +53,7 @@ func (h *Host) Release(ip netip.Addr) (Removed, error) {
 
 // releaseRules deletes the rules matching prefix, continuing past failures
 // so one stuck rule does not keep the others around.
-func releaseRules(nl *netlink.Handle, prefix netip.Prefix, family int) (int, error) {
+func releaseRules(nl *nlsafe.Handle, prefix netip.Prefix, family int) (int, error) {
 	rules, err := listRules(nl, family)
 	if err != nil {
 		return 0, err
@@ -86,7 +88,7 @@ func ruleSelects(r *netlink.Rule, prefix netip.Prefix) bool {
 
 // deleteRule deletes a listed rule with all its attributes, so the kernel
 // removes that very rule; ENOENT means someone else (the CNI DEL) won.
-func deleteRule(nl *netlink.Handle, r *netlink.Rule) (bool, error) {
+func deleteRule(nl *nlsafe.Handle, r *netlink.Rule) (bool, error) {
 	err := nl.RuleDel(r)
 	if errors.Is(err, unix.ENOENT) {
 		return false, nil
@@ -99,7 +101,7 @@ func deleteRule(nl *netlink.Handle, r *netlink.Rule) (bool, error) {
 
 // releaseRoutes deletes the routes to prefix in every table except those
 // podRoute excludes, continuing past failures.
-func releaseRoutes(nl *netlink.Handle, prefix netip.Prefix, family int) (int, error) {
+func releaseRoutes(nl *nlsafe.Handle, prefix netip.Prefix, family int) (int, error) {
 	routes, err := listRoutes(nl, family)
 	if err != nil {
 		return 0, err
@@ -127,7 +129,7 @@ func releaseRoutes(nl *netlink.Handle, prefix netip.Prefix, family int) (int, er
 // attributes (flags, preferences) the kernel reports but may not accept
 // back. Scope must be sent because netlink would otherwise send "universe",
 // which the kernel matches literally. ESRCH means the route is gone.
-func deleteRoute(nl *netlink.Handle, r *netlink.Route) (bool, error) {
+func deleteRoute(nl *nlsafe.Handle, r *netlink.Route) (bool, error) {
 	del := &netlink.Route{
 		Family:    r.Family,
 		Dst:       r.Dst,
