@@ -2,11 +2,12 @@ package cni
 
 import (
 	"fmt"
-	"github.com/terway-sim/terway/internal/plugintest"
-	"github.com/terway-sim/terway/internal/testnetns"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/terway-sim/terway/internal/plugintest"
+	"github.com/terway-sim/terway/internal/testnetns"
 )
 
 // pluginBin is the terway binary built once for the tests that run it the

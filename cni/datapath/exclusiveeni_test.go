@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/terway-sim/terway/internal/testnetns"
 )
 
 // wantExclusivePod is the pod side of ExclusiveENI with host peer.
@@ -49,7 +51,7 @@ func TestExclusiveENI(t *testing.T) {
 			nodeBefore := dump(t, n.nl)
 			s := n.spec(ExclusiveENI, 0, v.o)
 			pod := newPod(t, s)
-			ph := handle(t, pod)
+			ph := testnetns.Handle(t, pod.Path())
 			podBefore := dump(t, ph)
 
 			res, err := Setup(s)
@@ -137,7 +139,7 @@ func TestExclusiveENIRollback(t *testing.T) {
 			n := newNode(t)
 			s := n.spec(ExclusiveENI, 0, podOpts{dual: true, ingressBPS: 1_000_000})
 			pod := newPod(t, s)
-			ph := handle(t, pod)
+			ph := testnetns.Handle(t, pod.Path())
 			if err := ph.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: foreign}, PeerName: "other"}); err != nil {
 				t.Fatalf("fixture %s: %v", foreign, err)
 			}
@@ -178,7 +180,7 @@ func TestExclusiveENIWithoutHostPeer(t *testing.T) {
 	s.DisableHostPeer = true
 	s.HostVeth = ""
 	pod := newPod(t, s)
-	ph := handle(t, pod)
+	ph := testnetns.Handle(t, pod.Path())
 	res, err := Setup(s)
 	if err != nil {
 		t.Fatalf("Setup: %v", err)
@@ -208,7 +210,7 @@ func TestExclusiveENIPodNSGone(t *testing.T) {
 	s := n.spec(ExclusiveENI, 0, podOpts{dual: true})
 	pod := newPod(t, s)
 	setup(t, s)
-	if err := pod.delete(); err != nil {
+	if err := pod.Remove(); err != nil {
 		t.Fatalf("delete pod netns: %v", err)
 	}
 	for range 2 {

@@ -91,7 +91,7 @@ func (e *env) nodeIP(f family, eni netlink.Link) (netip.Addr, error) {
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("link of the host default route: %w", err)
 	}
-	addrs, err := e.host.addrs(link, f.nl())
+	addrs, err := e.host.AddrList(link, f.nl())
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("addresses of %s for the node IP: %w", link.Attrs().Name, err)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/terway-sim/terway/internal/testnetns"
 )
 
 // Variants every datapath is tested in: IPv4 only, and dual stack with a
@@ -93,7 +95,7 @@ func requireHostSysctls(t *testing.T, n *node, s *Spec, devs ...string) {
 }
 
 // requirePodSysctls checks the pod's IPv6 switches for devs.
-func requirePodSysctls(t *testing.T, pod *testNS, s *Spec, devs ...string) {
+func requirePodSysctls(t *testing.T, pod *testnetns.NS, s *Spec, devs ...string) {
 	t.Helper()
 	if !s.IPv6.IsValid() {
 		return
@@ -155,7 +157,7 @@ func TestPolicyRoute(t *testing.T) {
 			nodeBefore := dump(t, n.nl)
 			s := n.spec(PolicyRoute, 0, v.o)
 			pod := newPod(t, s)
-			ph := handle(t, pod)
+			ph := testnetns.Handle(t, pod.Path())
 			podBefore := dump(t, ph)
 
 			res, err := Setup(s)
@@ -242,7 +244,7 @@ func TestPolicyRouteMissingENIRollsBack(t *testing.T) {
 	s := n.spec(PolicyRoute, 0, podOpts{dual: true})
 	s.ENIMAC = "02:00:00:00:00:99"
 	pod := newPod(t, s)
-	ph := handle(t, pod)
+	ph := testnetns.Handle(t, pod.Path())
 	nodeBefore, podBefore := dump(t, n.nl), dump(t, ph)
 	_, err := Setup(s)
 	if err == nil || !strings.Contains(err.Error(), "02:00:00:00:00:99") {

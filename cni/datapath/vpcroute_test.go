@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+
+	"github.com/terway-sim/terway/internal/testnetns"
 )
 
 func TestVPCRoute(t *testing.T) {
@@ -13,7 +15,7 @@ func TestVPCRoute(t *testing.T) {
 			nodeBefore := dump(t, n.nl)
 			s := n.spec(VPCRoute, 0, v.o)
 			pod := newPod(t, s)
-			ph := handle(t, pod)
+			ph := testnetns.Handle(t, pod.Path())
 			podBefore := dump(t, ph)
 
 			res, err := Setup(s)
