@@ -18,6 +18,7 @@ import (
 
 	"github.com/terway-sim/terway/internal/nlsafe"
 	"github.com/terway-sim/terway/internal/testnetns"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 // The lab's address plan: the node's primary interface in vSwitch
@@ -509,20 +510,18 @@ func reach(t *testing.T, n ns.NetNS, from netip.Addr, to netip.AddrPort) {
 	defer func() { _ = conn.Close() }()
 	msg := []byte("ping " + from.String())
 	buf := make([]byte, 1500)
-	deadline := time.Now().Add(10 * time.Second)
-	var lastErr error
-	for time.Now().Before(deadline) {
+	testwait.For(t, 10*time.Second, fmt.Sprintf("%s to reach %s", from, to), func() error {
 		if _, err := conn.Write(msg); err != nil {
-			lastErr = err
-			time.Sleep(100 * time.Millisecond)
-			continue
+			return err
 		}
 		_ = conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
 		k, err := conn.Read(buf)
-		if err == nil && string(buf[:k]) == string(msg) {
-			return
+		if err != nil {
+			return err
 		}
-		lastErr = err
-	}
-	t.Fatalf("%s cannot reach %s: %v", from, to, lastErr)
+		if string(buf[:k]) != string(msg) {
+			return fmt.Errorf("answer %q", buf[:k])
+		}
+		return nil
+	})
 }
