@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -155,14 +156,19 @@ func TestLockCacheExcludes(t *testing.T) {
 		t.Fatal("second lock taken while the first is held")
 	}
 	got := make(chan error, 1)
+	waiting := &signalWriter{says: "waiting for another prereq run", seen: make(chan struct{})}
 	go func() {
-		u, err := lockCache(context.Background(), path, p)
+		u, err := lockCache(context.Background(), path, newProgress(waiting))
 		if err == nil {
 			u()
 		}
 		got <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-waiting.seen:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter never said it waits")
+	}
 	unlock()
 	select {
 	case err := <-got:
@@ -172,4 +178,18 @@ func TestLockCacheExcludes(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("waiter never got the lock")
 	}
+}
+
+// signalWriter closes seen the first time a write contains says.
+type signalWriter struct {
+	says string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), w.says) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return len(p), nil
 }
