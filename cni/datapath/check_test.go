@@ -177,11 +177,8 @@ func writeSysctl(t *testing.T, n *testnetns.NS, key, val string) func() error {
 }
 
 func TestCheckPolicyRoute(t *testing.T) {
-	n := newNode(t)
-	s := n.spec(PolicyRoute, 0, podOpts{dual: true, ingressBPS: 1_000_000, egressBPS: 500_000})
-	pod := newPod(t, s)
-	ph := testnetns.Handle(t, pod.Path())
-	setup(t, s)
+	u := newSetUp(t, PolicyRoute, podOpts{dual: true, ingressBPS: 1_000_000, egressBPS: 500_000})
+	n, s, pod, ph := u.n, u.s, u.pod, u.ph
 	table := n.eniTable(t)
 	hv, ip4, ip6 := s.HostVeth, s.IPv4, s.IPv6
 	host4, host6 := netip.PrefixFrom(ip4, 32), netip.PrefixFrom(ip6, 128)
@@ -223,11 +220,8 @@ func TestCheckPolicyRoute(t *testing.T) {
 }
 
 func TestCheckVPCRoute(t *testing.T) {
-	n := newNode(t)
-	s := n.spec(VPCRoute, 0, podOpts{ingressBPS: 1_000_000})
-	pod := newPod(t, s)
-	ph := testnetns.Handle(t, pod.Path())
-	setup(t, s)
+	u := newSetUp(t, VPCRoute, podOpts{ingressBPS: 1_000_000})
+	n, s, ph := u.n, u.s, u.ph
 	host4 := netip.PrefixFrom(s.IPv4, 32)
 	runTampers(t, s, []tamper{
 		{"host route", delRoute(n.nl, s.HostVeth, host4, unix.RT_TABLE_MAIN), fmt.Sprintf("route %s dev %s: missing", host4, s.HostVeth)},
@@ -238,11 +232,8 @@ func TestCheckVPCRoute(t *testing.T) {
 }
 
 func TestCheckExclusiveENI(t *testing.T) {
-	n := newNode(t)
-	s := n.spec(ExclusiveENI, 0, podOpts{dual: true, ingressBPS: 1_000_000, egressBPS: 500_000})
-	pod := newPod(t, s)
-	ph := testnetns.Handle(t, pod.Path())
-	setup(t, s)
+	u := newSetUp(t, ExclusiveENI, podOpts{dual: true, ingressBPS: 1_000_000, egressBPS: 500_000})
+	n, s, ph := u.n, u.s, u.ph
 	hv := s.HostVeth
 	host4 := netip.PrefixFrom(s.IPv4, 32)
 	runTampers(t, s, []tamper{

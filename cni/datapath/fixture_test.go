@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -524,4 +525,69 @@ func reach(t *testing.T, n ns.NetNS, from netip.Addr, to netip.AddrPort) {
 		}
 		return nil
 	})
+}
+
+// setUp is one pod of a new node after Setup, with what its namespaces
+// held before.
+type setUp struct {
+	n                     *node
+	s                     *Spec
+	pod                   *testnetns.NS
+	ph                    *nlsafe.Handle
+	res                   *current.Result
+	nodeBefore, podBefore []string
+}
+
+// newSetUp runs Setup for the first pod of kind, with options o, on a new
+// node.
+func newSetUp(t *testing.T, kind Kind, o podOpts) *setUp {
+	t.Helper()
+	u := &setUp{n: newNode(t)}
+	u.nodeBefore = dump(t, u.n.nl)
+	u.s = u.n.spec(kind, 0, o)
+	u.pod = newPod(t, u.s)
+	u.ph = testnetns.Handle(t, u.pod.Path())
+	u.podBefore = dump(t, u.ph)
+	res, err := Setup(u.s)
+	if err != nil {
+		t.Fatalf("Setup: %v", err)
+	}
+	u.res = res
+	return u
+}
+
+// again runs Setup once more and requires it to change nothing in either
+// namespace, which held nodeDump and podDump.
+func (u *setUp) again(t *testing.T, nodeDump, podDump []string) {
+	t.Helper()
+	setup(t, u.s)
+	requireSame(t, "node after a second Setup", nodeDump, dump(t, u.n.nl))
+	requireSame(t, "pod after a second Setup", podDump, dump(t, u.ph))
+}
+
+// setUpThenLosePod runs Setup for the first pod of kind on n and removes
+// the pod's namespace, as a runtime that lost it. No handle into it is
+// opened: one would keep the namespace alive.
+func setUpThenLosePod(t *testing.T, n *node, kind Kind, o podOpts) *Spec {
+	t.Helper()
+	s := n.spec(kind, 0, o)
+	pod := newPod(t, s)
+	setup(t, s)
+	if err := pod.Remove(); err != nil {
+		t.Fatalf("delete pod netns: %v", err)
+	}
+	return s
+}
+
+// teardownTwice tears each pod down twice: the second must find nothing
+// to do and succeed.
+func teardownTwice(t *testing.T, specs ...*Spec) {
+	t.Helper()
+	for _, s := range specs {
+		for range 2 {
+			if err := Teardown(s); err != nil {
+				t.Fatalf("Teardown %s: %v", s.IPv4, err)
+			}
+		}
+	}
 }

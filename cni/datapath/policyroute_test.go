@@ -153,20 +153,11 @@ func requireResult(t *testing.T, res *current.Result, s *Spec, host, pod netlink
 func TestPolicyRoute(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
-			n := newNode(t)
-			nodeBefore := dump(t, n.nl)
-			s := n.spec(PolicyRoute, 0, v.o)
-			pod := newPod(t, s)
-			ph := testnetns.Handle(t, pod.Path())
-			podBefore := dump(t, ph)
-
-			res, err := Setup(s)
-			if err != nil {
-				t.Fatalf("Setup: %v", err)
-			}
+			u := newSetUp(t, PolicyRoute, v.o)
+			n, s, pod, ph := u.n, u.s, u.pod, u.ph
 			hostVeth := n.link(t, n.nl, s.HostVeth)
 			hostMAC := hostVeth.Attrs().HardwareAddr.String()
-			requireResult(t, res, s, hostVeth, n.link(t, ph, "eth0"), linkGatewayV4, linkGatewayV6)
+			requireResult(t, u.res, s, hostVeth, n.link(t, ph, "eth0"), linkGatewayV4, linkGatewayV6)
 			table := n.eniTable(t)
 			nodeDump, podDump := dump(t, n.nl), dump(t, ph)
 			requireLines(t, "pod", podDump, wantVethPod(s, hostMAC)...)
@@ -177,9 +168,7 @@ func TestPolicyRoute(t *testing.T) {
 				t.Fatalf("Check after Setup: %v", err)
 			}
 
-			setup(t, s)
-			requireSame(t, "node after a second Setup", nodeDump, dump(t, n.nl))
-			requireSame(t, "pod after a second Setup", podDump, dump(t, ph))
+			u.again(t, nodeDump, podDump)
 
 			// Through the node and its ENI to the vSwitch gateway.
 			n.routePod(t, s.IPv4, s.IPv6)
@@ -204,16 +193,10 @@ func TestPolicyRoute(t *testing.T) {
 				reach(t, pod, s.IPv6, netip.AddrPortFrom(s2.IPv6, 9))
 			}
 
-			for _, sp := range []*Spec{s, s2} {
-				for range 2 {
-					if err := Teardown(sp); err != nil {
-						t.Fatalf("Teardown %s: %v", sp.IPv4, err)
-					}
-				}
-			}
-			requireSame(t, "pod after Teardown", podBefore, dump(t, ph))
+			teardownTwice(t, s, s2)
+			requireSame(t, "pod after Teardown", u.podBefore, dump(t, ph))
 			nodeAfter := dump(t, n.nl)
-			gone, added := diff(nodeBefore, nodeAfter)
+			gone, added := diff(u.nodeBefore, nodeAfter)
 			// Only the shared ENI state (all on the ENI) may differ.
 			for _, l := range append(gone, added...) {
 				if !strings.Contains(l+" ", " "+eniName+" ") && !strings.HasPrefix(l, fmt.Sprintf("route %d ", table)) {

@@ -38,17 +38,8 @@ func TestTeardownPodNSGone(t *testing.T) {
 		t.Run(string(kind), func(t *testing.T) {
 			n := newNode(t)
 			nodeBefore := dump(t, n.nl)
-			s := n.spec(kind, 0, podOpts{dual: true, ingressBPS: 1_000_000})
-			pod := newPod(t, s) // no handle: it would keep the namespace alive
-			setup(t, s)
-			if err := pod.Remove(); err != nil {
-				t.Fatalf("delete pod netns: %v", err)
-			}
-			for range 2 {
-				if err := Teardown(s); err != nil {
-					t.Fatalf("Teardown without pod netns: %v", err)
-				}
-			}
+			s := setUpThenLosePod(t, n, kind, podOpts{dual: true, ingressBPS: 1_000_000})
+			teardownTwice(t, s)
 			after := dump(t, n.nl)
 			requireNoLine(t, "node after Teardown", after, s.HostVeth, " "+s.IPv4.String()+"/", ipFrag(s.IPv6))
 			gone, added := diff(nodeBefore, after)
