@@ -257,3 +257,15 @@ func sortedKeys(s map[string]bool) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// forFamilies runs test in parallel for IPv4 and IPv6, each with a world
+// and a Host open on it.
+func forFamilies(t *testing.T, test func(t *testing.T, fam family, w *world, h *Host)) {
+	for _, fam := range testFamilies {
+		t.Run(fam.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, fam)
+			test(t, fam, w, openHost(t, w.nsPath))
+		})
+	}
+}

@@ -51,21 +51,28 @@ func (h *Host) Release(ip netip.Addr) (Removed, error) {
 	return rm, nil
 }
 
-// releaseRules deletes the rules matching prefix, continuing past failures
-// so one stuck rule does not keep the others around.
+// releaseRules deletes the rules selecting prefix.
 func releaseRules(nl *nlsafe.Handle, prefix netip.Prefix, family int) (int, error) {
 	rules, err := listRules(nl, family)
 	if err != nil {
 		return 0, err
 	}
+	return deleteMatching(rules,
+		func(r *netlink.Rule) bool { return !defaultRule(r) && ruleSelects(r, prefix) },
+		func(r *netlink.Rule) (bool, error) { return deleteRule(nl, r) })
+}
+
+// deleteMatching deletes, with del, every listed object that match
+// selects, continuing past failures so one stuck object does not keep the
+// others around. It counts those del reports deleted.
+func deleteMatching[T any](objs []T, match func(*T) bool, del func(*T) (bool, error)) (int, error) {
 	n := 0
 	var errs []error
-	for i := range rules {
-		r := &rules[i]
-		if defaultRule(r) || !ruleSelects(r, prefix) {
+	for i := range objs {
+		if !match(&objs[i]) {
 			continue
 		}
-		deleted, err := deleteRule(nl, r)
+		deleted, err := del(&objs[i])
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -100,28 +107,15 @@ func deleteRule(nl *nlsafe.Handle, r *netlink.Rule) (bool, error) {
 }
 
 // releaseRoutes deletes the routes to prefix in every table except those
-// podRoute excludes, continuing past failures.
+// podRoute excludes.
 func releaseRoutes(nl *nlsafe.Handle, prefix netip.Prefix, family int) (int, error) {
 	routes, err := listRoutes(nl, family)
 	if err != nil {
 		return 0, err
 	}
-	n := 0
-	var errs []error
-	for i := range routes {
-		r := &routes[i]
-		if p, ok := toPrefix(r.Dst); !ok || p != prefix || !podRoute(r) {
-			continue
-		}
-		deleted, err := deleteRoute(nl, r)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if deleted {
-			n++
-		}
-	}
-	return n, errors.Join(errs...)
+	return deleteMatching(routes,
+		func(r *netlink.Route) bool { p, ok := toPrefix(r.Dst); return ok && p == prefix && podRoute(r) },
+		func(r *netlink.Route) (bool, error) { return deleteRoute(nl, r) })
 }
 
 // deleteRoute deletes one listed route by its key (destination, TOS, table,
