@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io/fs"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,8 +56,11 @@ func TestHandlesSeeTheirNamespace(t *testing.T) {
 	if err := byNS.LinkSetUp(l); err != nil {
 		t.Fatal(err)
 	}
-	addr := netip.MustParsePrefix("10.9.8.7/24")
-	if err := byNS.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: addr.Addr().AsSlice(), Mask: net.CIDRMask(24, 32)}}); err != nil {
+	addr, err := netlink.ParseAddr("10.9.8.7/24")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := byNS.AddrAdd(l, addr); err != nil {
 		t.Fatal(err)
 	}
 	peer, mac := net.ParseIP("10.9.8.1"), net.HardwareAddr{0x02, 0, 0, 0, 0, 1}
@@ -68,7 +70,7 @@ func TestHandlesSeeTheirNamespace(t *testing.T) {
 	}
 
 	addrs, err := byPath.AddrList(l, netlink.FAMILY_V4)
-	if err != nil || len(addrs) != 1 || addrs[0].IPNet.String() != addr.String() {
+	if err != nil || len(addrs) != 1 || addrs[0].IPNet.String() != addr.IPNet.String() {
 		t.Errorf("AddrList = %v, %v; want %s", addrs, err, addr)
 	}
 	neighs, err := byPath.NeighList(l.Attrs().Index, netlink.FAMILY_V4)
