@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -156,7 +155,7 @@ func TestLockCacheExcludes(t *testing.T) {
 		t.Fatal("second lock taken while the first is held")
 	}
 	got := make(chan error, 1)
-	waiting := &signalWriter{says: "waiting for another prereq run", seen: make(chan struct{})}
+	waiting := &signalWriter{says: "waiting for another prereq run", seen: make(chan struct{}, 1)}
 	go func() {
 		u, err := lockCache(context.Background(), path, newProgress(waiting))
 		if err == nil {
@@ -180,16 +179,19 @@ func TestLockCacheExcludes(t *testing.T) {
 	}
 }
 
-// signalWriter closes seen the first time a write contains says.
+// signalWriter signals on seen when a write contains says; seen has room
+// for one signal, later ones are dropped.
 type signalWriter struct {
 	says string
 	seen chan struct{}
-	once sync.Once
 }
 
 func (w *signalWriter) Write(p []byte) (int, error) {
 	if strings.Contains(string(p), w.says) {
-		w.once.Do(func() { close(w.seen) })
+		select {
+		case w.seen <- struct{}{}:
+		default:
+		}
 	}
 	return len(p), nil
 }
