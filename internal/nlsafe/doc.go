@@ -5,12 +5,12 @@
 //
 // A dump is interrupted (NLM_F_DUMP_INTR, netlink.ErrDumpInterrupted)
 // when the table changed while it was read: on a node, whenever a CNI ADD
-// or DEL runs meanwhile. Acting on a partial listing misses objects or
-// misreports them, so every listing is retried. The Handle is a
-// netlinksafe.Handle (containernetworking/plugins), which retries the
-// listings it wraps — links, routes, rules, qdiscs, filters — and, when
-// all its attempts were interrupted, returns the last one's objects with
-// a log line. Neighbours and addresses, which it does not wrap on a
-// handle, retry here with the same number of attempts and fail with
-// ErrDumpInterrupted instead: the earlier copies of this retry all did.
+// or DEL runs meanwhile. A partial listing misses objects, so every
+// listing the tree uses is retried, and one interrupted on every attempt
+// fails with ErrDumpInterrupted rather than return what it got. That is
+// why this is not containernetworking/plugins' netlinksafe: after its
+// attempts netlinksafe returns the partial listing with a nil error (and
+// a line on the standard logger), and the daemon's GC keeps every address
+// held only when the host's listing fails — a partial one taken for
+// complete would let it release the address of a live pod.
 package nlsafe

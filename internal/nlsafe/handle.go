@@ -3,18 +3,19 @@ package nlsafe
 import (
 	"fmt"
 
-	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
 // Handle is a netlink route socket bound to one network namespace. The
 // socket keeps its namespace whatever thread uses it, so no caller has to
-// move a thread for netlink work. Like netlink.Handle it is not safe for
-// concurrent use.
+// move a thread for netlink work. Its listings retry (dump.go); the rest
+// is netlink.Handle's. Like netlink.Handle it is not safe for concurrent
+// use.
 type Handle struct {
-	netlinksafe.Handle
+	*netlink.Handle
 }
 
 // Open opens a handle in the network namespace whose file is at path
@@ -39,7 +40,7 @@ func OpenNS(n ns.NetNS) (*Handle, error) {
 }
 
 func at(nsh netns.NsHandle, path string) (*Handle, error) {
-	h, err := netlinksafe.NewHandleAt(nsh, unix.NETLINK_ROUTE)
+	h, err := netlink.NewHandleAt(nsh, unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("netlink socket in network namespace %s: %w", path, err)
 	}
