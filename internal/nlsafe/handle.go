@@ -12,8 +12,7 @@ import (
 // Handle is a netlink route socket bound to one network namespace. The
 // socket keeps its namespace whatever thread uses it, so no caller has to
 // move a thread for netlink work. Its listings retry (dump.go); the rest
-// is netlink.Handle's. Like netlink.Handle it is not safe for concurrent
-// use.
+// is netlink.Handle's.
 type Handle struct {
 	*netlink.Handle
 }
