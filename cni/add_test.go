@@ -10,6 +10,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 
 	"github.com/terway-sim/terway/cni/datapath"
+	"github.com/terway-sim/terway/internal/testnetns"
 	"github.com/terway-sim/terway/rpc"
 )
 
@@ -86,7 +87,7 @@ func TestAddCheckDel(t *testing.T) {
 				if _, err := os.Stat(filepath.Join(e.stateDir, p.cid+"-eth0.json")); !os.IsNotExist(err) {
 					t.Errorf("state file after DEL: %v", err)
 				}
-				if linkExists(t, handle(t, p.ns), p.ifName) {
+				if linkExists(t, testnetns.Handle(t, p.ns.Path()), p.ifName) {
 					t.Errorf("pod still has %s after DEL", p.ifName)
 				}
 				e.wantNodeRestored(before, kc)

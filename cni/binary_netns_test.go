@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,7 +18,7 @@ import (
 // locked thread that starts it.
 func runBinaryIn(t *testing.T, n ns.NetNS, env map[string]string, stdin string) execResult {
 	t.Helper()
-	cmd := exec.Command(pluginBin)
+	cmd := exec.Command(filepath.Join(pluginDir, "terway"))
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)

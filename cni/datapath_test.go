@@ -10,6 +10,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/terway-sim/terway/cni/datapath"
+	"github.com/terway-sim/terway/internal/testnetns"
 	"github.com/terway-sim/terway/rpc"
 )
 
@@ -59,7 +60,7 @@ func TestAddRollback(t *testing.T) {
 	if extra := diff(e.node.state(t), before); len(extra) > 0 {
 		t.Errorf("node kept after rollback:\n%s", strings.Join(extra, "\n"))
 	}
-	if linkExists(t, handle(t, p.ns), "eth0") {
+	if linkExists(t, testnetns.Handle(t, p.ns.Path()), "eth0") {
 		t.Error("pod has eth0 after a rolled-back ADD")
 	}
 }

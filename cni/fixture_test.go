@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -18,54 +17,12 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/terway-sim/terway/internal/testnetns"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/terway-sim/terway/internal/nlsafe"
+	"github.com/terway-sim/terway/internal/testnetns"
 )
-
-// requireRoot skips when namespaces cannot be created.
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) to create network namespaces")
-	}
-}
-
-// newNS creates a private network namespace removed at test end, also
-// when the test fails.
-func newNS(t *testing.T) ns.NetNS {
-	t.Helper()
-	requireRoot(t)
-	n, err := testnetns.New()
-	if err != nil {
-		t.Fatalf("create test netns: %v", err)
-	}
-	path := n.Path()
-	t.Cleanup(func() {
-		if err := testnetns.Remove(n); err != nil {
-			t.Errorf("remove test netns %s: %v", path, err)
-		}
-	})
-	return n
-}
-
-// handle is a netlink handle into a test namespace, independent of the
-// code under test.
-func handle(t *testing.T, n ns.NetNS) *netlink.Handle {
-	t.Helper()
-	nsh, err := netns.GetFromPath(n.Path())
-	if err != nil {
-		t.Fatalf("open %s: %v", n.Path(), err)
-	}
-	defer func() { _ = nsh.Close() }()
-	h, err := netlink.NewHandleAt(nsh, unix.NETLINK_ROUTE)
-	if err != nil {
-		t.Fatalf("netlink handle in %s: %v", n.Path(), err)
-	}
-	t.Cleanup(h.Close)
-	return h
-}
 
 func randomTag(t *testing.T) string {
 	t.Helper()
@@ -81,15 +38,15 @@ func randomTag(t *testing.T) string {
 // MAC, its peer stays beside it as the "fabric" end.
 type node struct {
 	ns      ns.NetNS
-	nl      *netlink.Handle
+	nl      *nlsafe.Handle
 	eniName string
 	eniMAC  string
 }
 
 func newNode(t *testing.T) *node {
 	t.Helper()
-	n := &node{ns: newNS(t)}
-	n.nl = handle(t, n.ns)
+	n := &node{ns: testnetns.ForTest(t)}
+	n.nl = testnetns.Handle(t, n.ns.Path())
 	n.eniName, n.eniMAC = n.addENI(t)
 	lo, err := n.nl.LinkByName("lo")
 	if err == nil {
@@ -131,7 +88,7 @@ func (n *node) state(t *testing.T) map[string]bool {
 	return nsState(t, n.nl)
 }
 
-func nsState(t *testing.T, h *netlink.Handle) map[string]bool {
+func nsState(t *testing.T, h *nlsafe.Handle) map[string]bool {
 	t.Helper()
 	s := map[string]bool{}
 	links, err := h.LinkList()
@@ -289,7 +246,7 @@ type pod struct {
 }
 
 func (e *env) newPod(name string) *pod {
-	return &pod{ns: newNS(e.t), name: name, cid: "cid-" + name + "-" + randomTag(e.t), ifName: "eth0"}
+	return &pod{ns: testnetns.ForTest(e.t), name: name, cid: "cid-" + name + "-" + randomTag(e.t), ifName: "eth0"}
 }
 
 func (p *pod) args(conf []byte) *skel.CmdArgs {
@@ -348,7 +305,7 @@ func resultIPs(t *testing.T, r types.Result) []string {
 // podAddrs lists the IPv4 addresses on ifName in the pod's namespace.
 func podAddrs(t *testing.T, p *pod) []string {
 	t.Helper()
-	h := handle(t, p.ns)
+	h := testnetns.Handle(t, p.ns.Path())
 	l, err := h.LinkByName(p.ifName)
 	if err != nil {
 		return nil
@@ -365,7 +322,7 @@ func podAddrs(t *testing.T, p *pod) []string {
 }
 
 // linkExists reports whether the namespace has a link named name.
-func linkExists(t *testing.T, h *netlink.Handle, name string) bool {
+func linkExists(t *testing.T, h *nlsafe.Handle, name string) bool {
 	t.Helper()
 	_, err := h.LinkByName(name)
 	var nf netlink.LinkNotFoundError

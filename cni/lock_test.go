@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/terway-sim/terway/internal/lockholder"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 // TestLockFile: the lock excludes others, a waiter gives up when its
@@ -56,15 +57,39 @@ func TestLockFile(t *testing.T) {
 			w.unlockAndRemove() // as DEL does
 		})
 	}
-	time.Sleep(50 * time.Millisecond)
+	// Remove the file only once every waiter polls it: all of them must
+	// then move to the new one.
+	path := containerLockPath(dir, "c1")
+	testwait.Until(t, 10*time.Second, "6 waiters on the lock file", func() bool { return openedAs(t, path) == 7 })
 	l.unlockAndRemove()
 	wg.Wait()
 	if maxHolders.Load() != 1 {
 		t.Errorf("%d holders at once, want 1", maxHolders.Load())
 	}
-	if _, err := os.Stat(containerLockPath(dir, "c1")); !os.IsNotExist(err) {
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Errorf("lock file left: %v", err)
 	}
+}
+
+// openedAs counts this process's descriptors open on the file at path
+// (one removed since reads "path (deleted)").
+func openedAs(t *testing.T, path string) int {
+	t.Helper()
+	path, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if target, _ := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); target == path {
+			n++
+		}
+	}
+	return n
 }
 
 // TestDatapathLockTimeout: the node-wide lock gives up (the caller's

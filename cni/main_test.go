@@ -1,35 +1,23 @@
 package cni
 
 import (
-	"fmt"
+	"os"
+	"testing"
+
 	"github.com/terway-sim/terway/internal/plugintest"
 	"github.com/terway-sim/terway/internal/testnetns"
-	"os"
-	"path/filepath"
-	"testing"
 )
 
-// pluginBin is the terway binary built once for the tests that run it the
-// way a runtime does.
-var pluginBin string
+// pluginDir holds the terway binary built once for the tests that run it
+// the way a runtime does.
+var pluginDir string
 
 // linkPrefix starts the names of the links the tests create, so TestMain
 // can prove none of them ever appeared in the root namespace.
 const linkPrefix = "twc"
 
 func TestMain(m *testing.M) {
-	os.Exit(testMain(m))
-}
-
-func testMain(m *testing.M) int {
-	dir, cleanup, err := plugintest.Build("terway-cni-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer cleanup()
-	pluginBin = filepath.Join(dir, "terway")
-	return testnetns.GuardRoot("cni", m.Run, linkPrefix)
+	os.Exit(plugintest.Run(m, "cni", &pluginDir, linkPrefix))
 }
 
 // execResult is one run of the plugin binary.

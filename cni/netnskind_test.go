@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/terway-sim/terway/cni/datapath"
+	"github.com/terway-sim/terway/internal/testnetns"
 	"github.com/terway-sim/terway/rpc"
 )
 
@@ -22,7 +23,7 @@ import (
 // goroutine), so no other goroutine runs in that namespace.
 func newUTSNS(t *testing.T) string {
 	t.Helper()
-	requireRoot(t)
+	testnetns.RequireRoot(t)
 	path := filepath.Join(t.TempDir(), "uts")
 	f, err := os.Create(path)
 	if err != nil {
@@ -197,7 +198,7 @@ func (e *env) leftoverRecord(p *pod, kc kindCase, uts string) *attachment {
 		e.t.Fatal(err)
 	}
 	if kc.kind != datapath.ExclusiveENI {
-		scratch := newNS(e.t)
+		scratch := testnetns.ForTest(e.t)
 		built := *spec
 		built.PodNetNS = scratch.Path()
 		if _, err := datapath.Setup(&built); err != nil {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/terway-sim/terway/internal/testnetns"
 	"github.com/terway-sim/terway/rpc"
 )
 
@@ -26,7 +27,7 @@ func TestLateDelOfOldSandbox(t *testing.T) {
 			conf := e.conf("1.1.0", "")
 			old := e.newPod("web-0")
 			_, oldOut := e.add(old, conf)
-			fresh := &pod{ns: newNS(t), name: old.name, cid: old.cid + "-new", ifName: "eth0"}
+			fresh := &pod{ns: testnetns.ForTest(t), name: old.name, cid: old.cid + "-new", ifName: "eth0"}
 			_, freshOut := e.add(fresh, conf)
 			if viaGC {
 				if _, err := e.run("GC", e.gcArgs([]types.GCAttachment{{ContainerID: fresh.cid, IfName: "eth0"}})); err != nil {

@@ -51,7 +51,7 @@ func (o tbfObj) String() string { return "qdisc tbf on " + o.link.Attrs().Name }
 
 // root returns the link's root tbf, if any.
 func (o tbfObj) root() (*netlink.Tbf, error) {
-	qs, err := o.h.qdiscs(o.link)
+	qs, err := o.h.QdiscList(o.link)
 	if err != nil {
 		return nil, failed(o, "list qdiscs for", err)
 	}
@@ -177,7 +177,7 @@ func (o ingressShaper) addIfb() (netlink.Link, error) {
 
 // ingressQdisc returns dev's ingress qdisc, if any.
 func (o ingressShaper) ingressQdisc() (netlink.Qdisc, error) {
-	qs, err := o.h.qdiscs(o.dev)
+	qs, err := o.h.QdiscList(o.dev)
 	if err != nil {
 		return nil, failed(o, "list qdiscs for", err)
 	}
@@ -205,7 +205,7 @@ func (o ingressShaper) ensureIngressQdisc() error {
 
 // redirect returns the u32 filter sending dev's ingress to ifb, if any.
 func (o ingressShaper) redirect(ifb netlink.Link) (bool, error) {
-	fs, err := o.h.filters(o.dev, ingressHandle)
+	fs, err := o.h.FilterList(o.dev, ingressHandle)
 	if err != nil {
 		return false, failed(o, "list filters for", err)
 	}

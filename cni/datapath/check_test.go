@@ -7,6 +7,9 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/terway-sim/terway/internal/nlsafe"
+	"github.com/terway-sim/terway/internal/testnetns"
 )
 
 // tamper breaks one object of a working datapath; Check must then fail
@@ -41,11 +44,11 @@ func runTampers(t *testing.T, s *Spec, cases []tamper) {
 }
 
 // linkIn finds a link by name at tamper time (repairs may recreate it).
-func linkIn(h *netlink.Handle, name string) (netlink.Link, error) {
+func linkIn(h *nlsafe.Handle, name string) (netlink.Link, error) {
 	return h.LinkByName(name)
 }
 
-func delAddr(h *netlink.Handle, dev string, p netip.Prefix) func() error {
+func delAddr(h *nlsafe.Handle, dev string, p netip.Prefix) func() error {
 	return func() error {
 		l, err := linkIn(h, dev)
 		if err != nil {
@@ -56,7 +59,7 @@ func delAddr(h *netlink.Handle, dev string, p netip.Prefix) func() error {
 }
 
 // delRoute deletes the route to dst in table (any gateway) on dev.
-func delRoute(h *netlink.Handle, dev string, dst netip.Prefix, table int) func() error {
+func delRoute(h *nlsafe.Handle, dev string, dst netip.Prefix, table int) func() error {
 	return func() error {
 		l, err := linkIn(h, dev)
 		if err != nil {
@@ -81,7 +84,7 @@ func delRoute(h *netlink.Handle, dev string, dst netip.Prefix, table int) func()
 }
 
 // delRule deletes the rules at prio for address a.
-func delRule(h *netlink.Handle, prio int, a netip.Addr) func() error {
+func delRule(h *nlsafe.Handle, prio int, a netip.Addr) func() error {
 	return func() error {
 		fam := netlink.FAMILY_V4
 		if a.Is6() {
@@ -101,7 +104,7 @@ func delRule(h *netlink.Handle, prio int, a netip.Addr) func() error {
 	}
 }
 
-func delNeigh(h *netlink.Handle, dev string, ip netip.Addr) func() error {
+func delNeigh(h *nlsafe.Handle, dev string, ip netip.Addr) func() error {
 	return func() error {
 		l, err := linkIn(h, dev)
 		if err != nil {
@@ -115,7 +118,7 @@ func delNeigh(h *netlink.Handle, dev string, ip netip.Addr) func() error {
 	}
 }
 
-func setMTU(h *netlink.Handle, dev string, mtu int) func() error {
+func setMTU(h *nlsafe.Handle, dev string, mtu int) func() error {
 	return func() error {
 		l, err := linkIn(h, dev)
 		if err != nil {
@@ -125,7 +128,7 @@ func setMTU(h *netlink.Handle, dev string, mtu int) func() error {
 	}
 }
 
-func setDown(h *netlink.Handle, dev string) func() error {
+func setDown(h *nlsafe.Handle, dev string) func() error {
 	return func() error {
 		l, err := linkIn(h, dev)
 		if err != nil {
@@ -136,7 +139,7 @@ func setDown(h *netlink.Handle, dev string) func() error {
 }
 
 // delQdisc deletes dev's qdisc of type kind.
-func delQdisc(h *netlink.Handle, dev, kind string) func() error {
+func delQdisc(h *nlsafe.Handle, dev, kind string) func() error {
 	return func() error {
 		l, err := linkIn(h, dev)
 		if err != nil {
@@ -156,7 +159,7 @@ func delQdisc(h *netlink.Handle, dev, kind string) func() error {
 }
 
 // setTbfRate replaces dev's root tbf by one at rate.
-func setTbfRate(h *netlink.Handle, dev string, rate uint64) func() error {
+func setTbfRate(h *nlsafe.Handle, dev string, rate uint64) func() error {
 	return func() error {
 		l, err := linkIn(h, dev)
 		if err != nil {
@@ -166,7 +169,7 @@ func setTbfRate(h *netlink.Handle, dev string, rate uint64) func() error {
 	}
 }
 
-func writeSysctl(t *testing.T, n *testNS, key, val string) func() error {
+func writeSysctl(t *testing.T, n *testnetns.NS, key, val string) func() error {
 	return func() error {
 		setSysctls(t, n, map[string]string{key: val})
 		return nil
@@ -174,11 +177,8 @@ func writeSysctl(t *testing.T, n *testNS, key, val string) func() error {
 }
 
 func TestCheckPolicyRoute(t *testing.T) {
-	n := newNode(t)
-	s := n.spec(PolicyRoute, 0, podOpts{dual: true, ingressBPS: 1_000_000, egressBPS: 500_000})
-	pod := newPod(t, s)
-	ph := handle(t, pod)
-	setup(t, s)
+	u := newSetUp(t, PolicyRoute, podOpts{dual: true, ingressBPS: 1_000_000, egressBPS: 500_000})
+	n, s, pod, ph := u.n, u.s, u.pod, u.ph
 	table := n.eniTable(t)
 	hv, ip4, ip6 := s.HostVeth, s.IPv4, s.IPv6
 	host4, host6 := netip.PrefixFrom(ip4, 32), netip.PrefixFrom(ip6, 128)
@@ -220,11 +220,8 @@ func TestCheckPolicyRoute(t *testing.T) {
 }
 
 func TestCheckVPCRoute(t *testing.T) {
-	n := newNode(t)
-	s := n.spec(VPCRoute, 0, podOpts{ingressBPS: 1_000_000})
-	pod := newPod(t, s)
-	ph := handle(t, pod)
-	setup(t, s)
+	u := newSetUp(t, VPCRoute, podOpts{ingressBPS: 1_000_000})
+	n, s, ph := u.n, u.s, u.ph
 	host4 := netip.PrefixFrom(s.IPv4, 32)
 	runTampers(t, s, []tamper{
 		{"host route", delRoute(n.nl, s.HostVeth, host4, unix.RT_TABLE_MAIN), fmt.Sprintf("route %s dev %s: missing", host4, s.HostVeth)},
@@ -235,11 +232,8 @@ func TestCheckVPCRoute(t *testing.T) {
 }
 
 func TestCheckExclusiveENI(t *testing.T) {
-	n := newNode(t)
-	s := n.spec(ExclusiveENI, 0, podOpts{dual: true, ingressBPS: 1_000_000, egressBPS: 500_000})
-	pod := newPod(t, s)
-	ph := handle(t, pod)
-	setup(t, s)
+	u := newSetUp(t, ExclusiveENI, podOpts{dual: true, ingressBPS: 1_000_000, egressBPS: 500_000})
+	n, s, ph := u.n, u.s, u.ph
 	hv := s.HostVeth
 	host4 := netip.PrefixFrom(s.IPv4, 32)
 	runTampers(t, s, []tamper{

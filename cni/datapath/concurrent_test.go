@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/terway-sim/terway/internal/testnetns"
 )
 
 // TestConcurrentSetupSharedENI: many pods of one ENI set up at once (no
@@ -15,7 +17,7 @@ func TestConcurrentSetupSharedENI(t *testing.T) {
 	const pods = 20
 	n := newNode(t)
 	specs := make([]*Spec, pods)
-	nss := make([]*testNS, pods)
+	nss := make([]*testnetns.NS, pods)
 	for i := range specs {
 		specs[i] = n.spec(PolicyRoute, i, podOpts{dual: i%2 == 0})
 		nss[i] = newPod(t, specs[i])

@@ -199,7 +199,7 @@ func (e *env) restoreInHost(l netlink.Link, name string) error {
 			slog.Warn("datapath: ENI back in host under another name", "want", name, "name", l.Attrs().Name, "err", err)
 		}
 	}
-	addrs, err := e.host.addrs(l, netlink.FAMILY_ALL)
+	addrs, err := e.host.AddrList(l, netlink.FAMILY_ALL)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("list addresses of ENI %s: %w", name, err))
 	}

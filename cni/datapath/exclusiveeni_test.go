@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/terway-sim/terway/internal/testnetns"
 )
 
 // wantExclusivePod is the pod side of ExclusiveENI with host peer.
@@ -45,17 +47,8 @@ func wantExclusivePod(s *Spec, hostMAC string) []string {
 func TestExclusiveENI(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
-			n := newNode(t)
-			nodeBefore := dump(t, n.nl)
-			s := n.spec(ExclusiveENI, 0, v.o)
-			pod := newPod(t, s)
-			ph := handle(t, pod)
-			podBefore := dump(t, ph)
-
-			res, err := Setup(s)
-			if err != nil {
-				t.Fatalf("Setup: %v", err)
-			}
+			u := newSetUp(t, ExclusiveENI, v.o)
+			n, s, pod, ph := u.n, u.s, u.pod, u.ph
 			if s.ENIName != eniName {
 				t.Errorf("Spec.ENIName = %q, want %q", s.ENIName, eniName)
 			}
@@ -68,7 +61,7 @@ func TestExclusiveENI(t *testing.T) {
 				t.Errorf("pod eth0 has MAC %s alias %q, want the ENI's %s and alias %q",
 					podENI.Attrs().HardwareAddr, podENI.Attrs().Alias, n.eniMAC, ENIAliasPrefix+eniName)
 			}
-			requireResult(t, res, s, hostVeth, podENI, eniGW4, eniGW6)
+			requireResult(t, u.res, s, hostVeth, podENI, eniGW4, eniGW6)
 			nodeDump, podDump := dump(t, n.nl), dump(t, ph)
 			requireLines(t, "pod", podDump, wantExclusivePod(s, hostVeth.Attrs().HardwareAddr.String())...)
 			wantNode := []string{
@@ -85,9 +78,7 @@ func TestExclusiveENI(t *testing.T) {
 			if err := Check(s); err != nil {
 				t.Fatalf("Check after Setup: %v", err)
 			}
-			setup(t, s)
-			requireSame(t, "node after a second Setup", nodeDump, dump(t, n.nl))
-			requireSame(t, "pod after a second Setup", podDump, dump(t, ph))
+			u.again(t, nodeDump, podDump)
 
 			// Straight out of the ENI to the vSwitch gateway, and from the
 			// node to the pod through the host peer.
@@ -100,17 +91,13 @@ func TestExclusiveENI(t *testing.T) {
 			udpEcho(t, pod, netip.AddrPortFrom(s.IPv4, 9))
 			reach(t, n.ns, linkGatewayV4, netip.AddrPortFrom(s.IPv4, 9))
 
-			for range 2 {
-				if err := Teardown(s); err != nil {
-					t.Fatalf("Teardown: %v", err)
-				}
-			}
+			teardownTwice(t, s)
 			// The ENI is back under its name, down, without addresses;
 			// only its MTU stays the pod's.
-			want := replaceLine(nodeBefore, fmt.Sprintf("link %s veth down mtu 1500", eniName),
+			want := replaceLine(u.nodeBefore, fmt.Sprintf("link %s veth down mtu 1500", eniName),
 				fmt.Sprintf("link %s veth down mtu %d", eniName, s.mtu()))
 			requireSame(t, "node after Teardown", withoutIndex(want, eniName), withoutIndex(dump(t, n.nl), eniName))
-			requireSame(t, "pod after Teardown", podBefore, dump(t, ph))
+			requireSame(t, "pod after Teardown", u.podBefore, dump(t, ph))
 		})
 	}
 }
@@ -137,7 +124,7 @@ func TestExclusiveENIRollback(t *testing.T) {
 			n := newNode(t)
 			s := n.spec(ExclusiveENI, 0, podOpts{dual: true, ingressBPS: 1_000_000})
 			pod := newPod(t, s)
-			ph := handle(t, pod)
+			ph := testnetns.Handle(t, pod.Path())
 			if err := ph.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: foreign}, PeerName: "other"}); err != nil {
 				t.Fatalf("fixture %s: %v", foreign, err)
 			}
@@ -178,7 +165,7 @@ func TestExclusiveENIWithoutHostPeer(t *testing.T) {
 	s.DisableHostPeer = true
 	s.HostVeth = ""
 	pod := newPod(t, s)
-	ph := handle(t, pod)
+	ph := testnetns.Handle(t, pod.Path())
 	res, err := Setup(s)
 	if err != nil {
 		t.Fatalf("Setup: %v", err)
@@ -205,17 +192,8 @@ func TestExclusiveENIWithoutHostPeer(t *testing.T) {
 func TestExclusiveENIPodNSGone(t *testing.T) {
 	n := newNode(t)
 	nodeBefore := dump(t, n.nl)
-	s := n.spec(ExclusiveENI, 0, podOpts{dual: true})
-	pod := newPod(t, s)
-	setup(t, s)
-	if err := pod.delete(); err != nil {
-		t.Fatalf("delete pod netns: %v", err)
-	}
-	for range 2 {
-		if err := Teardown(s); err != nil {
-			t.Fatalf("Teardown without pod netns: %v", err)
-		}
-	}
+	s := setUpThenLosePod(t, n, ExclusiveENI, podOpts{dual: true})
+	teardownTwice(t, s)
 	after := dump(t, n.nl)
 	requireNoLine(t, "node after Teardown", after, s.HostVeth, " "+s.IPv4.String()+"/", ipFrag(s.IPv6), "169.254.1.1")
 	// Everything else is as before, except the ENI stand-in, which may

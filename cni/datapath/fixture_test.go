@@ -2,7 +2,6 @@ package datapath
 
 import (
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -10,15 +9,17 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/terway-sim/terway/internal/testnetns"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/terway-sim/terway/internal/nlsafe"
+	"github.com/terway-sim/terway/internal/testnetns"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 // The lab's address plan: the node's primary interface in vSwitch
@@ -39,60 +40,16 @@ var (
 // eniName is the ENI's name in the node namespace.
 const eniName = "eth1"
 
-// requireRoot skips when namespaces cannot be created.
-func requireRoot(t *testing.T) {
+// nsWithoutDAD is a test namespace (testnetns.ForTest) without duplicate
+// address detection: addresses are usable at once.
+func nsWithoutDAD(t *testing.T) *testnetns.NS {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) to create network namespaces")
-	}
-}
-
-// testNS is a private network namespace removed at test end (also when
-// the test fails), unless the test deleted it already.
-type testNS struct {
-	ns.NetNS
-	mu      sync.Mutex
-	deleted bool
-}
-
-func newNS(t *testing.T) *testNS {
-	t.Helper()
-	requireRoot(t)
-	n, err := testnetns.New()
-	if err != nil {
-		t.Fatalf("create test netns: %v", err)
-	}
-	tn := &testNS{NetNS: n}
-	t.Cleanup(func() {
-		if err := tn.delete(); err != nil {
-			t.Errorf("remove test netns: %v", err)
-		}
-	})
-	// No duplicate address detection: addresses usable at once.
-	setSysctls(t, tn, map[string]string{
+	n := testnetns.ForTest(t)
+	setSysctls(t, n, map[string]string{
 		"net/ipv6/conf/all/accept_dad":     "0",
 		"net/ipv6/conf/default/accept_dad": "0",
 	})
-	return tn
-}
-
-// delete unmounts and closes the namespace; the kernel destroys it once
-// no handle refers to it.
-func (n *testNS) delete() error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.deleted {
-		return nil
-	}
-	n.deleted = true
-	path := n.Path()
-	if err := testnetns.Remove(n.NetNS); err != nil {
-		return err
-	}
-	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("test netns %s still present (stat: %v)", path, err)
-	}
-	return nil
+	return n
 }
 
 // setSysctls writes sysctls inside a test namespace (fixture setup).
@@ -126,24 +83,6 @@ func readSysctl(t *testing.T, n ns.NetNS, key string) string {
 	return strings.TrimSpace(string(v))
 }
 
-// handle is an independent netlink handle into a test namespace, so the
-// fixture and the assertions do not rely on the code under test. It is
-// closed at test end, or earlier by the test.
-func handle(t *testing.T, n ns.NetNS) *netlink.Handle {
-	t.Helper()
-	nsh, err := netns.GetFromPath(n.Path())
-	if err != nil {
-		t.Fatalf("open %s: %v", n.Path(), err)
-	}
-	defer func() { _ = nsh.Close() }()
-	h, err := netlink.NewHandleAt(nsh, unix.NETLINK_ROUTE)
-	if err != nil {
-		t.Fatalf("netlink handle in %s: %v", n.Path(), err)
-	}
-	t.Cleanup(h.Close)
-	return h
-}
-
 // node is a node namespace standing in for a host, wired to a fabric
 // namespace standing in for the VPC: the node's primary interface eth0
 // (node IP, default route via the fabric) and its ENI eth1, each a veth
@@ -151,8 +90,8 @@ func handle(t *testing.T, n ns.NetNS) *netlink.Handle {
 // The fabric plays the VPC's SDN for pod addresses with permanent
 // neighbours at the ENI's MAC (the VPC knows which ENI holds an address).
 type node struct {
-	ns, fabric *testNS
-	nl, fnl    *netlink.Handle
+	ns, fabric *testnetns.NS
+	nl, fnl    *nlsafe.Handle
 	eniMAC     net.HardwareAddr
 	// fabricENI is the fabric end of the ENI.
 	fabricENI netlink.Link
@@ -160,8 +99,8 @@ type node struct {
 
 func newNode(t *testing.T) *node {
 	t.Helper()
-	n := &node{ns: newNS(t), fabric: newNS(t)}
-	n.nl, n.fnl = handle(t, n.ns), handle(t, n.fabric)
+	n := &node{ns: nsWithoutDAD(t), fabric: nsWithoutDAD(t)}
+	n.nl, n.fnl = testnetns.Handle(t, n.ns.Path()), testnetns.Handle(t, n.fabric.Path())
 	n.eniMAC = randomMAC(t)
 	// The node starts with a strict reverse-path filter: Setup must
 	// turn it off for the links it uses.
@@ -229,7 +168,7 @@ func (n *node) addUplink(t *testing.T, nodeName, fabricName string, mac net.Hard
 	return l
 }
 
-func (n *node) link(t *testing.T, h *netlink.Handle, name string) netlink.Link {
+func (n *node) link(t *testing.T, h *nlsafe.Handle, name string) netlink.Link {
 	t.Helper()
 	l, err := h.LinkByName(name)
 	if err != nil {
@@ -238,7 +177,7 @@ func (n *node) link(t *testing.T, h *netlink.Handle, name string) netlink.Link {
 	return l
 }
 
-func (n *node) addAddr(t *testing.T, h *netlink.Handle, l netlink.Link, p netip.Prefix) {
+func (n *node) addAddr(t *testing.T, h *nlsafe.Handle, l netlink.Link, p netip.Prefix) {
 	t.Helper()
 	if err := h.AddrAdd(l, &netlink.Addr{IPNet: ipNet(p)}); err != nil {
 		t.Fatalf("fixture address %s on %s: %v", p, l.Attrs().Name, err)
@@ -337,9 +276,9 @@ func addN(a netip.Addr, n int) netip.Addr {
 }
 
 // newPod gives s a fresh pod namespace.
-func newPod(t *testing.T, s *Spec) *testNS {
+func newPod(t *testing.T, s *Spec) *testnetns.NS {
 	t.Helper()
-	p := newNS(t)
+	p := nsWithoutDAD(t)
 	// Runtimes often start pods with IPv6 off; Setup must turn it on.
 	setSysctls(t, p, map[string]string{"net/ipv6/conf/default/disable_ipv6": "1"})
 	s.PodNetNS = p.Path()
@@ -358,7 +297,7 @@ func setup(t *testing.T, s *Spec) {
 // neighbours and qdiscs as sorted lines, `ip`-like, leaving out what the
 // kernel manages by itself (link-local addresses and routes, the local
 // table, learned neighbours).
-func dump(t *testing.T, h *netlink.Handle) []string {
+func dump(t *testing.T, h *nlsafe.Handle) []string {
 	t.Helper()
 	var lines []string
 	links, err := h.LinkList()
@@ -572,20 +511,83 @@ func reach(t *testing.T, n ns.NetNS, from netip.Addr, to netip.AddrPort) {
 	defer func() { _ = conn.Close() }()
 	msg := []byte("ping " + from.String())
 	buf := make([]byte, 1500)
-	deadline := time.Now().Add(10 * time.Second)
-	var lastErr error
-	for time.Now().Before(deadline) {
+	testwait.For(t, 10*time.Second, fmt.Sprintf("%s to reach %s", from, to), func() error {
 		if _, err := conn.Write(msg); err != nil {
-			lastErr = err
-			time.Sleep(100 * time.Millisecond)
-			continue
+			return err
 		}
 		_ = conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
 		k, err := conn.Read(buf)
-		if err == nil && string(buf[:k]) == string(msg) {
-			return
+		if err != nil {
+			return err
 		}
-		lastErr = err
+		if string(buf[:k]) != string(msg) {
+			return fmt.Errorf("answer %q", buf[:k])
+		}
+		return nil
+	})
+}
+
+// setUp is one pod of a new node after Setup, with what its namespaces
+// held before.
+type setUp struct {
+	n                     *node
+	s                     *Spec
+	pod                   *testnetns.NS
+	ph                    *nlsafe.Handle
+	res                   *current.Result
+	nodeBefore, podBefore []string
+}
+
+// newSetUp runs Setup for the first pod of kind, with options o, on a new
+// node.
+func newSetUp(t *testing.T, kind Kind, o podOpts) *setUp {
+	t.Helper()
+	u := &setUp{n: newNode(t)}
+	u.nodeBefore = dump(t, u.n.nl)
+	u.s = u.n.spec(kind, 0, o)
+	u.pod = newPod(t, u.s)
+	u.ph = testnetns.Handle(t, u.pod.Path())
+	u.podBefore = dump(t, u.ph)
+	res, err := Setup(u.s)
+	if err != nil {
+		t.Fatalf("Setup: %v", err)
 	}
-	t.Fatalf("%s cannot reach %s: %v", from, to, lastErr)
+	u.res = res
+	return u
+}
+
+// again runs Setup once more and requires it to change nothing in either
+// namespace, which held nodeDump and podDump.
+func (u *setUp) again(t *testing.T, nodeDump, podDump []string) {
+	t.Helper()
+	setup(t, u.s)
+	requireSame(t, "node after a second Setup", nodeDump, dump(t, u.n.nl))
+	requireSame(t, "pod after a second Setup", podDump, dump(t, u.ph))
+}
+
+// setUpThenLosePod runs Setup for the first pod of kind on n and removes
+// the pod's namespace, as a runtime that lost it. No handle into it is
+// opened: one would keep the namespace alive.
+func setUpThenLosePod(t *testing.T, n *node, kind Kind, o podOpts) *Spec {
+	t.Helper()
+	s := n.spec(kind, 0, o)
+	pod := newPod(t, s)
+	setup(t, s)
+	if err := pod.Remove(); err != nil {
+		t.Fatalf("delete pod netns: %v", err)
+	}
+	return s
+}
+
+// teardownTwice tears each pod down twice: the second must find nothing
+// to do and succeed.
+func teardownTwice(t *testing.T, specs ...*Spec) {
+	t.Helper()
+	for _, s := range specs {
+		for range 2 {
+			if err := Teardown(s); err != nil {
+				t.Fatalf("Teardown %s: %v", s.IPv4, err)
+			}
+		}
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/terway-sim/terway/internal/testnetns"
 )
 
 // TestHostNetNSEmpty: the plugin runs in the node's namespace and leaves
@@ -25,7 +27,7 @@ func TestHostNetNSEmpty(t *testing.T) {
 		t.Fatalf("in node netns: Do %v, Setup %v, Check %v", err, setupErr, checkErr)
 	}
 	requireLines(t, "node", dump(t, n.nl), wantVethHost(s)...)
-	requireLines(t, "pod", dump(t, handle(t, pod)), "link eth0 veth up mtu 1500")
+	requireLines(t, "pod", dump(t, testnetns.Handle(t, pod.Path())), "link eth0 veth up mtu 1500")
 	err = n.ns.Do(func(ns.NetNS) error { return Teardown(s) })
 	if err != nil {
 		t.Fatalf("Teardown in node netns: %v", err)

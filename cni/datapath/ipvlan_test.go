@@ -5,11 +5,13 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/terway-sim/terway/internal/testnetns"
 )
 
 // kernelHasIPVlan asks iproute2, independently of the code under test,
 // whether an ipvlan link can be created in namespace n.
-func kernelHasIPVlan(t *testing.T, n *testNS) bool {
+func kernelHasIPVlan(t *testing.T, n *testnetns.NS) bool {
 	t.Helper()
 	ip := func(args ...string) ([]byte, error) {
 		return exec.Command("nsenter", append([]string{"--net=" + n.Path(), "ip"}, args...)...).CombinedOutput()
@@ -32,8 +34,8 @@ func kernelHasIPVlan(t *testing.T, n *testNS) bool {
 }
 
 func TestProbeIPVlan(t *testing.T) {
-	pod := newNS(t)
-	ph := handle(t, pod)
+	pod := nsWithoutDAD(t)
+	ph := testnetns.Handle(t, pod.Path())
 	before := dump(t, ph)
 	has := kernelHasIPVlan(t, pod)
 	err := ProbeIPVlan(pod.Path())

@@ -1,9 +1,10 @@
 package datapath
 
 import (
-	"github.com/terway-sim/terway/internal/testnetns"
 	"os"
 	"testing"
+
+	"github.com/terway-sim/terway/internal/testnetns"
 )
 
 // linkPrefix starts every host veth name the tests use, so TestMain can

@@ -9,8 +9,9 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/terway-sim/terway/internal/nlsafe"
 )
 
 const (
@@ -18,67 +19,27 @@ const (
 	netlinkFamilyV6 = netlink.FAMILY_V6
 )
 
-// dumpAttempts bounds retries of a netlink dump the kernel flagged as
-// interrupted (NLM_F_DUMP_INTR): concurrent Setups of pods on one node
-// change links, routes and rules while others list them.
-const dumpAttempts = 10
-
-// nlh is a netlink handle bound to one namespace, with dumps that retry
-// when interrupted.
+// nlh is a netlink handle bound to one namespace, whose dumps retry
+// while interrupted (NLM_F_DUMP_INTR): concurrent Setups of pods on one
+// node change links, routes and rules while others list them.
 type nlh struct {
-	*netlink.Handle
+	*nlsafe.Handle
 	// where is "host" or "pod", for messages.
 	where string
 }
 
 // newNLH opens a netlink socket inside n.
 func newNLH(n ns.NetNS, where string) (*nlh, error) {
-	h, err := netlink.NewHandleAt(netns.NsHandle(int(n.Fd())), unix.NETLINK_ROUTE)
+	h, err := nlsafe.OpenNS(n)
 	if err != nil {
-		return nil, fmt.Errorf("netlink handle in %s network namespace %s: %w", where, n.Path(), err)
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	return &nlh{Handle: h, where: where}, nil
 }
 
-// retryDump repeats f while the kernel reports the dump inconsistent.
-func retryDump[T any](f func() (T, error)) (T, error) {
-	for i := 1; ; i++ {
-		v, err := f()
-		if !errors.Is(err, netlink.ErrDumpInterrupted) || i == dumpAttempts {
-			return v, err
-		}
-	}
-}
-
-func (h *nlh) links() ([]netlink.Link, error) {
-	return retryDump(h.LinkList)
-}
-
-func (h *nlh) addrs(l netlink.Link, fam int) ([]netlink.Addr, error) {
-	return retryDump(func() ([]netlink.Addr, error) { return h.AddrList(l, fam) })
-}
-
 // tableRoutes lists the routes of one table.
 func (h *nlh) tableRoutes(fam, table int) ([]netlink.Route, error) {
-	return retryDump(func() ([]netlink.Route, error) {
-		return h.RouteListFiltered(fam, &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
-	})
-}
-
-func (h *nlh) rules(fam int) ([]netlink.Rule, error) {
-	return retryDump(func() ([]netlink.Rule, error) { return h.RuleList(fam) })
-}
-
-func (h *nlh) neighs(index, fam int) ([]netlink.Neigh, error) {
-	return retryDump(func() ([]netlink.Neigh, error) { return h.NeighList(index, fam) })
-}
-
-func (h *nlh) qdiscs(l netlink.Link) ([]netlink.Qdisc, error) {
-	return retryDump(func() ([]netlink.Qdisc, error) { return h.QdiscList(l) })
-}
-
-func (h *nlh) filters(l netlink.Link, parent uint32) ([]netlink.Filter, error) {
-	return retryDump(func() ([]netlink.Filter, error) { return h.FilterList(l, parent) })
+	return h.RouteListFiltered(fam, &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
 }
 
 // linkByName returns the link or nil when there is none.
@@ -97,7 +58,7 @@ func (h *nlh) linkByName(name string) (netlink.Link, error) {
 // linkByMAC finds the link with hardware address mac, whatever its type
 // (ENIs are physical NICs in production and veths in the lab), or nil.
 func (h *nlh) linkByMAC(mac net.HardwareAddr) (netlink.Link, error) {
-	links, err := h.links()
+	links, err := h.LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("list links in %s: %w", h.where, err)
 	}

@@ -112,7 +112,7 @@ func (o addrObj) present() (bool, error) {
 	if o.prefix.Addr().Is6() {
 		fam = netlinkFamilyV6
 	}
-	addrs, err := o.h.addrs(o.link, fam)
+	addrs, err := o.h.AddrList(o.link, fam)
 	if err != nil {
 		return false, failed(o, "list addresses for", err)
 	}
@@ -283,7 +283,7 @@ func (o neighObj) family() int {
 
 // find returns the link's entry for the address, if any.
 func (o neighObj) find() (*netlink.Neigh, error) {
-	neighs, err := o.h.neighs(o.link.Attrs().Index, o.family())
+	neighs, err := o.h.NeighList(o.link.Attrs().Index, o.family())
 	if err != nil {
 		return nil, failed(o, "list neighbours for", err)
 	}
@@ -402,7 +402,7 @@ func (o ruleObj) exact(a netlink.Rule) bool {
 }
 
 func (o ruleObj) list() ([]netlink.Rule, error) {
-	rules, err := o.h.rules(o.want.Family)
+	rules, err := o.h.RuleList(o.want.Family)
 	if err != nil {
 		return nil, failed(o, "list rules for", err)
 	}

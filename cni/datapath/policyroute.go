@@ -91,7 +91,7 @@ func (e *env) nodeIP(f family, eni netlink.Link) (netip.Addr, error) {
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("link of the host default route: %w", err)
 	}
-	addrs, err := e.host.addrs(link, f.nl())
+	addrs, err := e.host.AddrList(link, f.nl())
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("addresses of %s for the node IP: %w", link.Attrs().Name, err)
 	}
@@ -144,21 +144,15 @@ func (e *env) policyRouteObjects(v vethPair, st eniState) []object {
 
 // setupPolicyRoute creates the veth, then finds the ENI: a missing ENI
 // fails after the veth exists, which rollback then removes.
-func (e *env) setupPolicyRoute() (*built, error) {
-	v, err := e.ensureVeth(e.s.HostVeth, e.s.IfName)
-	if err != nil {
-		return nil, err
-	}
-	st, err := e.findENI()
-	if err != nil {
-		return nil, err
-	}
-	return &built{veth: v, objects: e.policyRouteObjects(v, st)}, nil
-}
+func (e *env) setupPolicyRoute() (*built, error) { return e.policyRoute(e.ensureVeth) }
 
 // checkPolicyRoute looks up what Setup built.
-func (e *env) checkPolicyRoute() (*built, error) {
-	v, err := e.requireVeth(e.s.HostVeth, e.s.IfName)
+func (e *env) checkPolicyRoute() (*built, error) { return e.policyRoute(e.requireVeth) }
+
+// policyRoute gets the veth through veth (made or only found), then the
+// ENI, and lists the objects of both.
+func (e *env) policyRoute(veth func(hostName, podName string) (vethPair, error)) (*built, error) {
+	v, err := veth(e.s.HostVeth, e.s.IfName)
 	if err != nil {
 		return nil, err
 	}

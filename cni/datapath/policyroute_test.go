@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/terway-sim/terway/internal/testnetns"
 )
 
 // Variants every datapath is tested in: IPv4 only, and dual stack with a
@@ -93,7 +95,7 @@ func requireHostSysctls(t *testing.T, n *node, s *Spec, devs ...string) {
 }
 
 // requirePodSysctls checks the pod's IPv6 switches for devs.
-func requirePodSysctls(t *testing.T, pod *testNS, s *Spec, devs ...string) {
+func requirePodSysctls(t *testing.T, pod *testnetns.NS, s *Spec, devs ...string) {
 	t.Helper()
 	if !s.IPv6.IsValid() {
 		return
@@ -151,20 +153,11 @@ func requireResult(t *testing.T, res *current.Result, s *Spec, host, pod netlink
 func TestPolicyRoute(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
-			n := newNode(t)
-			nodeBefore := dump(t, n.nl)
-			s := n.spec(PolicyRoute, 0, v.o)
-			pod := newPod(t, s)
-			ph := handle(t, pod)
-			podBefore := dump(t, ph)
-
-			res, err := Setup(s)
-			if err != nil {
-				t.Fatalf("Setup: %v", err)
-			}
+			u := newSetUp(t, PolicyRoute, v.o)
+			n, s, pod, ph := u.n, u.s, u.pod, u.ph
 			hostVeth := n.link(t, n.nl, s.HostVeth)
 			hostMAC := hostVeth.Attrs().HardwareAddr.String()
-			requireResult(t, res, s, hostVeth, n.link(t, ph, "eth0"), linkGatewayV4, linkGatewayV6)
+			requireResult(t, u.res, s, hostVeth, n.link(t, ph, "eth0"), linkGatewayV4, linkGatewayV6)
 			table := n.eniTable(t)
 			nodeDump, podDump := dump(t, n.nl), dump(t, ph)
 			requireLines(t, "pod", podDump, wantVethPod(s, hostMAC)...)
@@ -175,9 +168,7 @@ func TestPolicyRoute(t *testing.T) {
 				t.Fatalf("Check after Setup: %v", err)
 			}
 
-			setup(t, s)
-			requireSame(t, "node after a second Setup", nodeDump, dump(t, n.nl))
-			requireSame(t, "pod after a second Setup", podDump, dump(t, ph))
+			u.again(t, nodeDump, podDump)
 
 			// Through the node and its ENI to the vSwitch gateway.
 			n.routePod(t, s.IPv4, s.IPv6)
@@ -202,16 +193,10 @@ func TestPolicyRoute(t *testing.T) {
 				reach(t, pod, s.IPv6, netip.AddrPortFrom(s2.IPv6, 9))
 			}
 
-			for _, sp := range []*Spec{s, s2} {
-				for range 2 {
-					if err := Teardown(sp); err != nil {
-						t.Fatalf("Teardown %s: %v", sp.IPv4, err)
-					}
-				}
-			}
-			requireSame(t, "pod after Teardown", podBefore, dump(t, ph))
+			teardownTwice(t, s, s2)
+			requireSame(t, "pod after Teardown", u.podBefore, dump(t, ph))
 			nodeAfter := dump(t, n.nl)
-			gone, added := diff(nodeBefore, nodeAfter)
+			gone, added := diff(u.nodeBefore, nodeAfter)
 			// Only the shared ENI state (all on the ENI) may differ.
 			for _, l := range append(gone, added...) {
 				if !strings.Contains(l+" ", " "+eniName+" ") && !strings.HasPrefix(l, fmt.Sprintf("route %d ", table)) {
@@ -242,7 +227,7 @@ func TestPolicyRouteMissingENIRollsBack(t *testing.T) {
 	s := n.spec(PolicyRoute, 0, podOpts{dual: true})
 	s.ENIMAC = "02:00:00:00:00:99"
 	pod := newPod(t, s)
-	ph := handle(t, pod)
+	ph := testnetns.Handle(t, pod.Path())
 	nodeBefore, podBefore := dump(t, n.nl), dump(t, ph)
 	_, err := Setup(s)
 	if err == nil || !strings.Contains(err.Error(), "02:00:00:00:00:99") {

@@ -48,7 +48,7 @@ func Reap(hostNetNS string) (int, error) {
 		return 0, err
 	}
 	defer h.Close()
-	links, err := h.links()
+	links, err := h.LinkList()
 	if err != nil {
 		return 0, err
 	}

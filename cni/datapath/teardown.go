@@ -135,7 +135,7 @@ func (e *env) deletePodRules(f family) error {
 	if err != nil {
 		return err
 	}
-	rules, err := e.host.rules(f.nl())
+	rules, err := e.host.RuleList(f.nl())
 	if err != nil {
 		return fmt.Errorf("list host rules: %w", err)
 	}
@@ -232,7 +232,7 @@ func (e *env) releaseFromPod(mac []byte) error {
 // the pod. The kernel drops them on a namespace move too; removing them
 // explicitly does not depend on that.
 func (e *env) clearQdiscs(l netlink.Link) error {
-	qs, err := e.pod.qdiscs(l)
+	qs, err := e.pod.QdiscList(l)
 	if err != nil {
 		return fmt.Errorf("list qdiscs of ENI %s in pod: %w", l.Attrs().Name, err)
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/terway-sim/terway/internal/testnetns"
 )
 
 // TestTeardownWithoutSetup: nothing to remove is not an error, with the
@@ -15,7 +17,7 @@ func TestTeardownWithoutSetup(t *testing.T) {
 	for _, kind := range []Kind{PolicyRoute, VPCRoute, ExclusiveENI} {
 		s := n.spec(kind, 0, podOpts{dual: true})
 		pod := newPod(t, s)
-		ph := handle(t, pod)
+		ph := testnetns.Handle(t, pod.Path())
 		nodeBefore, podBefore := dump(t, n.nl), dump(t, ph)
 		for _, podNS := range []string{pod.Path(), "", filepath.Join(t.TempDir(), "vanished")} {
 			s.PodNetNS = podNS
@@ -36,17 +38,8 @@ func TestTeardownPodNSGone(t *testing.T) {
 		t.Run(string(kind), func(t *testing.T) {
 			n := newNode(t)
 			nodeBefore := dump(t, n.nl)
-			s := n.spec(kind, 0, podOpts{dual: true, ingressBPS: 1_000_000})
-			pod := newPod(t, s) // no handle: it would keep the namespace alive
-			setup(t, s)
-			if err := pod.delete(); err != nil {
-				t.Fatalf("delete pod netns: %v", err)
-			}
-			for range 2 {
-				if err := Teardown(s); err != nil {
-					t.Fatalf("Teardown without pod netns: %v", err)
-				}
-			}
+			s := setUpThenLosePod(t, n, kind, podOpts{dual: true, ingressBPS: 1_000_000})
+			teardownTwice(t, s)
 			after := dump(t, n.nl)
 			requireNoLine(t, "node after Teardown", after, s.HostVeth, " "+s.IPv4.String()+"/", ipFrag(s.IPv6))
 			gone, added := diff(nodeBefore, after)
@@ -66,7 +59,7 @@ func TestTeardownLateDEL(t *testing.T) {
 	a := n.spec(PolicyRoute, 0, podOpts{dual: true})
 	podA := newPod(t, a)
 	setup(t, a)
-	if err := podA.delete(); err != nil {
+	if err := podA.Remove(); err != nil {
 		t.Fatalf("delete pod netns: %v", err)
 	}
 	b := n.spec(PolicyRoute, 1, podOpts{dual: true})

@@ -9,19 +9,10 @@ import (
 func TestVPCRoute(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
-			n := newNode(t)
-			nodeBefore := dump(t, n.nl)
-			s := n.spec(VPCRoute, 0, v.o)
-			pod := newPod(t, s)
-			ph := handle(t, pod)
-			podBefore := dump(t, ph)
-
-			res, err := Setup(s)
-			if err != nil {
-				t.Fatalf("Setup: %v", err)
-			}
+			u := newSetUp(t, VPCRoute, v.o)
+			n, s, pod, ph := u.n, u.s, u.pod, u.ph
 			hostVeth := n.link(t, n.nl, s.HostVeth)
-			requireResult(t, res, s, hostVeth, n.link(t, ph, "eth0"), linkGatewayV4, linkGatewayV6)
+			requireResult(t, u.res, s, hostVeth, n.link(t, ph, "eth0"), linkGatewayV4, linkGatewayV6)
 			nodeDump, podDump := dump(t, n.nl), dump(t, ph)
 			requireLines(t, "pod", podDump, wantVethPod(s, hostVeth.Attrs().HardwareAddr.String())...)
 			requireLines(t, "node", nodeDump, wantVethHost(s)...)
@@ -31,9 +22,7 @@ func TestVPCRoute(t *testing.T) {
 			if err := Check(s); err != nil {
 				t.Fatalf("Check after Setup: %v", err)
 			}
-			setup(t, s)
-			requireSame(t, "node after a second Setup", nodeDump, dump(t, n.nl))
-			requireSame(t, "pod after a second Setup", podDump, dump(t, ph))
+			u.again(t, nodeDump, podDump)
 
 			// Two pods of the node's podCIDR reach each other through it.
 			s2 := n.spec(VPCRoute, 1, v.o)
@@ -46,16 +35,10 @@ func TestVPCRoute(t *testing.T) {
 				reach(t, pod, s.IPv6, netip.AddrPortFrom(s2.IPv6, 9))
 			}
 
-			for _, sp := range []*Spec{s, s2} {
-				for range 2 {
-					if err := Teardown(sp); err != nil {
-						t.Fatalf("Teardown %s: %v", sp.IPv4, err)
-					}
-				}
-			}
+			teardownTwice(t, s, s2)
 			// VPCRoute shares nothing: the node is as before.
-			requireSame(t, "node after Teardown", nodeBefore, dump(t, n.nl))
-			requireSame(t, "pod after Teardown", podBefore, dump(t, ph))
+			requireSame(t, "node after Teardown", u.nodeBefore, dump(t, n.nl))
+			requireSame(t, "pod after Teardown", u.podBefore, dump(t, ph))
 		})
 	}
 }

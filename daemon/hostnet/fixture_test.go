@@ -14,10 +14,10 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/terway-sim/terway/cni/datapath"
+	"github.com/terway-sim/terway/internal/nlsafe"
 	"github.com/terway-sim/terway/internal/testnetns"
 )
 
@@ -32,52 +32,6 @@ const eniTable = 1001
 // after the tests: they must run entirely inside namespaces they created.
 func TestMain(m *testing.M) {
 	os.Exit(testnetns.GuardRoot("hostnet", m.Run, linkPrefix))
-}
-
-// requireRoot skips when namespaces cannot be created.
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) to create network namespaces")
-	}
-}
-
-// newNS creates a private network namespace removed at test end, also when
-// the test fails.
-func newNS(t *testing.T) ns.NetNS {
-	t.Helper()
-	requireRoot(t)
-	n, err := testnetns.New()
-	if err != nil {
-		t.Fatalf("create test netns: %v", err)
-	}
-	path := n.Path()
-	t.Cleanup(func() {
-		if err := testnetns.Remove(n); err != nil {
-			t.Errorf("remove test netns %s: %v", path, err)
-		}
-		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("test netns %s still present (stat: %v)", path, err)
-		}
-	})
-	return n
-}
-
-// setupHandle is an independent netlink handle into the test namespace, so
-// the fixture and the assertions do not rely on the code under test.
-func setupHandle(t *testing.T, nsPath string) *netlink.Handle {
-	t.Helper()
-	nsh, err := netns.GetFromPath(nsPath)
-	if err != nil {
-		t.Fatalf("open %s: %v", nsPath, err)
-	}
-	defer func() { _ = nsh.Close() }()
-	h, err := netlink.NewHandleAt(nsh, unix.NETLINK_ROUTE)
-	if err != nil {
-		t.Fatalf("netlink handle in %s: %v", nsPath, err)
-	}
-	t.Cleanup(h.Close)
-	return h
 }
 
 // openHost opens the Host under test and closes it at test end.
@@ -129,7 +83,7 @@ var (
 type world struct {
 	fam    family
 	nsPath string
-	nl     *netlink.Handle
+	nl     *nlsafe.Handle
 	eni    netlink.Link
 	veths  [2]netlink.Link
 }
@@ -138,8 +92,8 @@ type world struct {
 // namespace has IPv6 disabled.
 func newWorld(t *testing.T, fam family) *world {
 	t.Helper()
-	n := newNS(t)
-	w := &world{fam: fam, nsPath: n.Path(), nl: setupHandle(t, n.Path())}
+	n := testnetns.ForTest(t)
+	w := &world{fam: fam, nsPath: n.Path(), nl: testnetns.Handle(t, n.Path())}
 	tag := randomTag(t)
 	w.eni = w.addVeth(t, tag+"e")
 	for i := range w.veths {
@@ -302,4 +256,16 @@ func sortedKeys(s map[string]bool) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// forFamilies runs test in parallel for IPv4 and IPv6, each with a world
+// and a Host open on it.
+func forFamilies(t *testing.T, test func(t *testing.T, fam family, w *world, h *Host)) {
+	for _, fam := range testFamilies {
+		t.Run(fam.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, fam)
+			test(t, fam, w, openHost(t, w.nsPath))
+		})
+	}
 }

@@ -12,9 +12,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
+	"github.com/terway-sim/terway/internal/nlsafe"
 )
 
 // ErrClosed is returned by a Host used after Close, so a GC loop racing a
@@ -29,40 +27,18 @@ var ErrClosed = errors.New("hostnet: host handle is closed")
 type Host struct {
 	mu     sync.Mutex
 	nsPath string
-	nl     *netlink.Handle
+	nl     *nlsafe.Handle
 }
 
 // Open binds a Host to the network namespace file at nsPath
 // ("/proc/self/ns/net" for the node's own namespace, a lab or test netns
-// path otherwise). The namespace file descriptor is only needed while the
-// netlink socket is created; the socket keeps the namespace alive afterwards.
+// path otherwise). The netlink socket keeps the namespace alive afterwards.
 func Open(nsPath string) (*Host, error) {
-	nsh, err := netns.GetFromPath(nsPath)
+	h, err := nlsafe.Open(nsPath)
 	if err != nil {
-		return nil, fmt.Errorf("open network namespace %q: %w", nsPath, err)
-	}
-	defer func() { _ = nsh.Close() }()
-	if err := checkNetNS(int(nsh)); err != nil {
-		return nil, fmt.Errorf("open network namespace %q: %w", nsPath, err)
-	}
-	h, err := netlink.NewHandleAt(nsh, unix.NETLINK_ROUTE)
-	if err != nil {
-		return nil, fmt.Errorf("netlink handle in network namespace %q: %w", nsPath, err)
+		return nil, err
 	}
 	return &Host{nsPath: nsPath, nl: h}, nil
-}
-
-// checkNetNS rejects files that are not namespace files before setns does,
-// so a wrong path yields a message naming the problem instead of EINVAL.
-func checkNetNS(fd int) error {
-	var st unix.Statfs_t
-	if err := unix.Fstatfs(fd, &st); err != nil {
-		return fmt.Errorf("statfs: %w", err)
-	}
-	if st.Type != unix.NSFS_MAGIC && st.Type != unix.PROC_SUPER_MAGIC {
-		return fmt.Errorf("not a namespace file (filesystem magic %#x)", st.Type)
-	}
-	return nil
 }
 
 // Close releases the netlink socket. It is idempotent so it can sit in a
@@ -83,7 +59,7 @@ func (h *Host) String() string {
 
 // lock takes the Host's mutex and returns the live handle; the caller must
 // unlock even on error.
-func (h *Host) lock() (*netlink.Handle, error) {
+func (h *Host) lock() (*nlsafe.Handle, error) {
 	h.mu.Lock()
 	if h.nl == nil {
 		return nil, fmt.Errorf("%s: %w", h.nsPath, ErrClosed)

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/terway-sim/terway/cni/datapath"
+	"github.com/terway-sim/terway/internal/testnetns"
 )
 
 var testFamilies = []family{ipv4, ipv6}
@@ -48,57 +49,47 @@ func TestOpenNotANamespace(t *testing.T) {
 }
 
 func TestRelease(t *testing.T) {
-	for _, fam := range testFamilies {
-		t.Run(fam.name, func(t *testing.T) {
-			t.Parallel()
-			w := newWorld(t, fam)
-			h := openHost(t, w.nsPath)
-			before := w.state(t)
-			gone := w.involving(before, 0)
-			if len(gone) != 6 || len(w.involving(before, 1)) != 4 {
-				t.Fatalf("fixture: pod 0 has %v, pod 1 has %v", sortedKeys(gone), sortedKeys(w.involving(before, 1)))
-			}
+	forFamilies(t, func(t *testing.T, fam family, w *world, h *Host) {
+		before := w.state(t)
+		gone := w.involving(before, 0)
+		if len(gone) != 6 || len(w.involving(before, 1)) != 4 {
+			t.Fatalf("fixture: pod 0 has %v, pod 1 has %v", sortedKeys(gone), sortedKeys(w.involving(before, 1)))
+		}
 
-			rm, err := h.Release(fam.pods[0])
-			if err != nil || rm != (Removed{Rules: 4, Routes: 2}) {
-				t.Fatalf("Release(%s) = %v, %v; want 4 rules, 2 routes, nil", fam.pods[0], rm, err)
-			}
-			want := difference(before, gone)
-			assertState(t, w, want)
-			assertDefaultRules(t, w.state(t))
+		rm, err := h.Release(fam.pods[0])
+		if err != nil || rm != (Removed{Rules: 4, Routes: 2}) {
+			t.Fatalf("Release(%s) = %v, %v; want 4 rules, 2 routes, nil", fam.pods[0], rm, err)
+		}
+		want := difference(before, gone)
+		assertState(t, w, want)
+		assertDefaultRules(t, w.state(t))
 
-			for _, ip := range []netip.Addr{fam.pods[0], fam.other} {
-				rm, err = h.Release(ip)
-				if err != nil || rm != (Removed{}) {
-					t.Fatalf("Release(%s) with nothing left = %v, %v; want zero, nil", ip, rm, err)
-				}
+		for _, ip := range []netip.Addr{fam.pods[0], fam.other} {
+			rm, err = h.Release(ip)
+			if err != nil || rm != (Removed{}) {
+				t.Fatalf("Release(%s) with nothing left = %v, %v; want zero, nil", ip, rm, err)
 			}
-			assertState(t, w, want)
-		})
-	}
+		}
+		assertState(t, w, want)
+	})
 }
 
 func TestPodAddresses(t *testing.T) {
-	for _, fam := range testFamilies {
-		t.Run(fam.name, func(t *testing.T) {
-			t.Parallel()
-			w := newWorld(t, fam)
-			h := openHost(t, w.nsPath)
-			want := map[netip.Addr]Entry{fam.pods[0]: w.entry(0), fam.pods[1]: w.entry(1)}
-			assertPodAddresses(t, h, want)
+	forFamilies(t, func(t *testing.T, fam family, w *world, h *Host) {
+		want := map[netip.Addr]Entry{fam.pods[0]: w.entry(0), fam.pods[1]: w.entry(1)}
+		assertPodAddresses(t, h, want)
 
-			if _, err := h.Release(fam.pods[0]); err != nil {
-				t.Fatalf("Release(%s): %v", fam.pods[0], err)
-			}
-			delete(want, fam.pods[0])
-			assertPodAddresses(t, h, want)
-		})
-	}
+		if _, err := h.Release(fam.pods[0]); err != nil {
+			t.Fatalf("Release(%s): %v", fam.pods[0], err)
+		}
+		delete(want, fam.pods[0])
+		assertPodAddresses(t, h, want)
+	})
 }
 
 func TestEmptyNamespace(t *testing.T) {
 	t.Parallel()
-	n := newNS(t)
+	n := testnetns.ForTest(t)
 	h := openHost(t, n.Path())
 	got, err := h.PodAddresses()
 	if err != nil || len(got) != 0 {
@@ -112,13 +103,13 @@ func TestEmptyNamespace(t *testing.T) {
 	if _, err := h.Release(netip.Addr{}); err == nil {
 		t.Fatal("Release(zero Addr) succeeded, want an error")
 	}
-	w := &world{fam: ipv4, nl: setupHandle(t, n.Path())}
+	w := &world{fam: ipv4, nl: testnetns.Handle(t, n.Path())}
 	assertDefaultRules(t, w.state(t))
 }
 
 func TestClosedHost(t *testing.T) {
 	t.Parallel()
-	n := newNS(t)
+	n := testnetns.ForTest(t)
 	h, err := Open(n.Path())
 	if err != nil {
 		t.Fatalf("Open: %v", err)

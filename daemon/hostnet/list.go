@@ -7,6 +7,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/terway-sim/terway/cni/datapath"
+	"github.com/terway-sim/terway/internal/nlsafe"
 )
 
 // Direction says which side of a policy rule names the pod address, because
@@ -75,7 +76,7 @@ func (h *Host) PodAddresses() (map[netip.Addr]Entry, error) {
 }
 
 // collect adds one family's rules and routes to out.
-func collect(nl *netlink.Handle, family int, names map[int]string, out map[netip.Addr]Entry) error {
+func collect(nl *nlsafe.Handle, family int, names map[int]string, out map[netip.Addr]Entry) error {
 	rules, err := listRules(nl, family)
 	if err != nil {
 		return err
@@ -90,10 +91,10 @@ func collect(nl *netlink.Handle, family int, names map[int]string, out map[netip
 }
 
 // linkNames maps ifindex to name for labelling routes.
-func linkNames(nl *netlink.Handle) (map[int]string, error) {
-	links, err := retryDump("links", nl.LinkList)
+func linkNames(nl *nlsafe.Handle) (map[int]string, error) {
+	links, err := nl.LinkList()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list links: %w", err)
 	}
 	names := make(map[int]string, len(links))
 	for _, l := range links {

@@ -8,46 +8,33 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
-)
 
-// dumpAttempts bounds the retries of a dump the kernel reports as
-// interrupted (NLM_F_DUMP_INTR: the table changed mid-dump, e.g. while a CNI
-// ADD ran). Acting on a partial dump would miss leftovers or misreport them.
-const dumpAttempts = 5
+	"github.com/terway-sim/terway/internal/nlsafe"
+)
 
 // families are listed one at a time: a FAMILY_ALL rule dump has been seen to
 // come back incomplete (Terway PR #119), which leaked 512/2048 rules.
 var families = []int{netlink.FAMILY_V4, netlink.FAMILY_V6}
 
-// retryDump runs a netlink dump until it completes without interruption.
-func retryDump[T any](what string, dump func() ([]T, error)) ([]T, error) {
-	for range dumpAttempts {
-		out, err := dump()
-		if errors.Is(err, netlink.ErrDumpInterrupted) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", what, err)
-		}
-		return out, nil
+// listRules dumps the policy rules of one address family. Dumps retry
+// while interrupted (NLM_F_DUMP_INTR: the table changed mid-dump, e.g.
+// while a CNI ADD ran), see nlsafe.
+func listRules(nl *nlsafe.Handle, family int) ([]netlink.Rule, error) {
+	rules, err := nl.RuleList(family)
+	if err != nil {
+		return nil, fmt.Errorf("list %s rules: %w", familyName(family), err)
 	}
-	return nil, fmt.Errorf("list %s: %d attempts: %w", what, dumpAttempts, netlink.ErrDumpInterrupted)
-}
-
-// listRules dumps the policy rules of one address family.
-func listRules(nl *netlink.Handle, family int) ([]netlink.Rule, error) {
-	return retryDump(familyName(family)+" rules", func() ([]netlink.Rule, error) {
-		return nl.RuleList(family)
-	})
+	return rules, nil
 }
 
 // listRoutes dumps the routes of one address family in every table; without
 // the table filter netlink would silently return the main table only.
-func listRoutes(nl *netlink.Handle, family int) ([]netlink.Route, error) {
-	filter := &netlink.Route{Table: unix.RT_TABLE_UNSPEC}
-	return retryDump(familyName(family)+" routes", func() ([]netlink.Route, error) {
-		return nl.RouteListFiltered(family, filter, netlink.RT_FILTER_TABLE)
-	})
+func listRoutes(nl *nlsafe.Handle, family int) ([]netlink.Route, error) {
+	routes, err := nl.RouteListFiltered(family, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return nil, fmt.Errorf("list %s routes: %w", familyName(family), err)
+	}
+	return routes, nil
 }
 
 // familyName labels a family in error messages.

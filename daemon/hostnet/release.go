@@ -7,6 +7,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/terway-sim/terway/internal/nlsafe"
 )
 
 // Removed counts what Release deleted, so GC logs show whether a release
@@ -49,21 +51,28 @@ func (h *Host) Release(ip netip.Addr) (Removed, error) {
 	return rm, nil
 }
 
-// releaseRules deletes the rules matching prefix, continuing past failures
-// so one stuck rule does not keep the others around.
-func releaseRules(nl *netlink.Handle, prefix netip.Prefix, family int) (int, error) {
+// releaseRules deletes the rules selecting prefix.
+func releaseRules(nl *nlsafe.Handle, prefix netip.Prefix, family int) (int, error) {
 	rules, err := listRules(nl, family)
 	if err != nil {
 		return 0, err
 	}
+	return deleteMatching(rules,
+		func(r *netlink.Rule) bool { return !defaultRule(r) && ruleSelects(r, prefix) },
+		func(r *netlink.Rule) (bool, error) { return deleteRule(nl, r) })
+}
+
+// deleteMatching deletes, with del, every listed object that match
+// selects, continuing past failures so one stuck object does not keep the
+// others around. It counts those del reports deleted.
+func deleteMatching[T any](objs []T, match func(*T) bool, del func(*T) (bool, error)) (int, error) {
 	n := 0
 	var errs []error
-	for i := range rules {
-		r := &rules[i]
-		if defaultRule(r) || !ruleSelects(r, prefix) {
+	for i := range objs {
+		if !match(&objs[i]) {
 			continue
 		}
-		deleted, err := deleteRule(nl, r)
+		deleted, err := del(&objs[i])
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -86,7 +95,7 @@ func ruleSelects(r *netlink.Rule, prefix netip.Prefix) bool {
 
 // deleteRule deletes a listed rule with all its attributes, so the kernel
 // removes that very rule; ENOENT means someone else (the CNI DEL) won.
-func deleteRule(nl *netlink.Handle, r *netlink.Rule) (bool, error) {
+func deleteRule(nl *nlsafe.Handle, r *netlink.Rule) (bool, error) {
 	err := nl.RuleDel(r)
 	if errors.Is(err, unix.ENOENT) {
 		return false, nil
@@ -98,28 +107,15 @@ func deleteRule(nl *netlink.Handle, r *netlink.Rule) (bool, error) {
 }
 
 // releaseRoutes deletes the routes to prefix in every table except those
-// podRoute excludes, continuing past failures.
-func releaseRoutes(nl *netlink.Handle, prefix netip.Prefix, family int) (int, error) {
+// podRoute excludes.
+func releaseRoutes(nl *nlsafe.Handle, prefix netip.Prefix, family int) (int, error) {
 	routes, err := listRoutes(nl, family)
 	if err != nil {
 		return 0, err
 	}
-	n := 0
-	var errs []error
-	for i := range routes {
-		r := &routes[i]
-		if p, ok := toPrefix(r.Dst); !ok || p != prefix || !podRoute(r) {
-			continue
-		}
-		deleted, err := deleteRoute(nl, r)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if deleted {
-			n++
-		}
-	}
-	return n, errors.Join(errs...)
+	return deleteMatching(routes,
+		func(r *netlink.Route) bool { p, ok := toPrefix(r.Dst); return ok && p == prefix && podRoute(r) },
+		func(r *netlink.Route) (bool, error) { return deleteRoute(nl, r) })
 }
 
 // deleteRoute deletes one listed route by its key (destination, TOS, table,
@@ -127,7 +123,7 @@ func releaseRoutes(nl *netlink.Handle, prefix netip.Prefix, family int) (int, er
 // attributes (flags, preferences) the kernel reports but may not accept
 // back. Scope must be sent because netlink would otherwise send "universe",
 // which the kernel matches literally. ESRCH means the route is gone.
-func deleteRoute(nl *netlink.Handle, r *netlink.Route) (bool, error) {
+func deleteRoute(nl *nlsafe.Handle, r *netlink.Route) (bool, error) {
 	del := &netlink.Route{
 		Family:    r.Family,
 		Dst:       r.Dst,

@@ -1,5 +1,5 @@
 // Package plugintest is what tests that run the terway CNI binary share:
-// building it once per test binary, running it inside a node's network
+// building it once per test binary (Run, in TestMain), running it inside a node's network
 // namespace the way containerd does, and silencing klog, through which a
 // fake clientset's event broadcaster complains when a daemon stops.
 package plugintest
@@ -12,10 +12,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"testing"
 
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"k8s.io/klog/v2"
+
+	"github.com/terway-sim/terway/internal/testnetns"
 )
 
 // Build compiles cmd/terway into a new temporary directory (libcni runs
@@ -33,6 +36,20 @@ func Build(prefix string) (dir string, cleanup func(), err error) {
 		return "", nil, fmt.Errorf("build the terway CNI plugin: %w\n%s", err, out)
 	}
 	return dir, cleanup, nil
+}
+
+// Run is a TestMain's body for tests that run the plugin: it builds the
+// plugin into *dir, runs m inside testnetns.GuardRoot (pkg and
+// linkPrefixes as there) and removes the build. os.Exit the result.
+func Run(m *testing.M, pkg string, dir *string, linkPrefixes ...string) int {
+	d, cleanup, err := Build(pkg + "-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer cleanup()
+	*dir = d
+	return testnetns.GuardRoot(pkg, m.Run, linkPrefixes...)
 }
 
 // QuietKlog sends klog output nowhere.

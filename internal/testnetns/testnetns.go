@@ -1,6 +1,8 @@
 // Package testnetns creates and removes the bind-mounted network
 // namespaces tests use (containernetworking/plugins' testutils), removing
-// them reliably.
+// them reliably; ForTest ties one to a test's life, Handle opens netlink
+// in one for the test's own setup and checks, and GuardRoot proves a
+// package's tests left the root namespace as they found it.
 //
 // testutils.UnmountNS fails with EBUSY while any process holds the
 // namespace file open. Tests that start processes hit that by chance: a

@@ -12,10 +12,10 @@ import (
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/requests"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/testnetns"
 )
 
 // TestAuditLab stands up a node with its daemon, one pod added by the
@@ -144,16 +144,7 @@ func (e *labEnv) injectStaleRule() netip.Addr {
 	for slices.Contains(used, ip) {
 		ip = ip.Prev()
 	}
-	nsh, err := netns.GetFromPath(e.ln.NetNSPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nsh.Close()
-	h, err := netlink.NewHandleAt(nsh, unix.NETLINK_ROUTE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := testnetns.Handle(t, e.ln.NetNSPath())
 	rule := netlink.NewRule()
 	rule.Priority, rule.Table, rule.Family = 512, unix.RT_TABLE_MAIN, netlink.FAMILY_V4
 	rule.Dst = &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(32, 32)}

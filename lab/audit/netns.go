@@ -8,8 +8,9 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/terway-sim/terway/internal/nlsafe"
 )
 
 // netView is a node namespace's network state, read only.
@@ -69,19 +70,6 @@ type filterInfo struct {
 	RedirIndex int
 }
 
-// dumpAttempts bounds retries of a netlink dump the kernel flagged as
-// interrupted: pods come and go while the audit reads.
-const dumpAttempts = 10
-
-func retryDump[T any](f func() (T, error)) (T, error) {
-	for i := 1; ; i++ {
-		v, err := f()
-		if !errors.Is(err, netlink.ErrDumpInterrupted) || i == dumpAttempts {
-			return v, err
-		}
-	}
-}
-
 var families = []int{netlink.FAMILY_V4, netlink.FAMILY_V6}
 
 // readNetNS reads links, addresses, rules, routes of all tables,
@@ -89,18 +77,13 @@ var families = []int{netlink.FAMILY_V4, netlink.FAMILY_V6}
 // binds a netlink socket to the namespace; the calling thread never
 // changes namespace and nothing is written.
 func readNetNS(path string) (*netView, error) {
-	nsh, err := netns.GetFromPath(path)
+	h, err := nlsafe.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("netns %s: %w", path, err)
-	}
-	defer nsh.Close()
-	h, err := netlink.NewHandleAt(nsh, unix.NETLINK_ROUTE)
-	if err != nil {
-		return nil, fmt.Errorf("netns %s: netlink handle: %w", path, err)
+		return nil, err
 	}
 	defer h.Close()
 	v := &netView{}
-	links, err := retryDump(h.LinkList)
+	links, err := h.LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("netns %s: list links: %w", path, err)
 	}
@@ -109,7 +92,7 @@ func readNetNS(path string) (*netView, error) {
 		v.links = append(v.links, linkInfo{Index: a.Index, Name: a.Name, Type: l.Type(), Alias: a.Alias,
 			MAC: strings.ToLower(a.HardwareAddr.String())})
 	}
-	steps := []func(*netlink.Handle, []netlink.Link) error{v.readAddrs, v.readRules, v.readRoutes, v.readNeighbours, v.readTC}
+	steps := []func(*nlsafe.Handle, []netlink.Link) error{v.readAddrs, v.readRules, v.readRoutes, v.readNeighbours, v.readTC}
 	for _, step := range steps {
 		if err := step(h, links); err != nil {
 			return nil, fmt.Errorf("netns %s: %w", path, err)
@@ -118,8 +101,8 @@ func readNetNS(path string) (*netView, error) {
 	return v, nil
 }
 
-func (v *netView) readAddrs(h *netlink.Handle, _ []netlink.Link) error {
-	addrs, err := retryDump(func() ([]netlink.Addr, error) { return h.AddrList(nil, netlink.FAMILY_ALL) })
+func (v *netView) readAddrs(h *nlsafe.Handle, _ []netlink.Link) error {
+	addrs, err := h.AddrList(nil, netlink.FAMILY_ALL)
 	if err != nil {
 		return fmt.Errorf("list addresses: %w", err)
 	}
@@ -131,9 +114,9 @@ func (v *netView) readAddrs(h *netlink.Handle, _ []netlink.Link) error {
 	return nil
 }
 
-func (v *netView) readRules(h *netlink.Handle, _ []netlink.Link) error {
+func (v *netView) readRules(h *nlsafe.Handle, _ []netlink.Link) error {
 	for _, fam := range families {
-		rules, err := retryDump(func() ([]netlink.Rule, error) { return h.RuleList(fam) })
+		rules, err := h.RuleList(fam)
 		if err != nil {
 			return fmt.Errorf("list rules: %w", err)
 		}
@@ -147,11 +130,9 @@ func (v *netView) readRules(h *netlink.Handle, _ []netlink.Link) error {
 
 // readRoutes lists every table: table UNSPEC with the table filter is
 // netlink's "all tables".
-func (v *netView) readRoutes(h *netlink.Handle, _ []netlink.Link) error {
+func (v *netView) readRoutes(h *nlsafe.Handle, _ []netlink.Link) error {
 	for _, fam := range families {
-		routes, err := retryDump(func() ([]netlink.Route, error) {
-			return h.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
-		})
+		routes, err := h.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
 		if err != nil {
 			return fmt.Errorf("list routes: %w", err)
 		}
@@ -167,9 +148,9 @@ func (v *netView) readRoutes(h *netlink.Handle, _ []netlink.Link) error {
 	return nil
 }
 
-func (v *netView) readNeighbours(h *netlink.Handle, _ []netlink.Link) error {
+func (v *netView) readNeighbours(h *nlsafe.Handle, _ []netlink.Link) error {
 	for _, fam := range families {
-		ns, err := retryDump(func() ([]netlink.Neigh, error) { return h.NeighList(0, fam) })
+		ns, err := h.NeighList(0, fam)
 		if err != nil {
 			return fmt.Errorf("list neighbours: %w", err)
 		}
@@ -188,9 +169,9 @@ func (v *netView) readNeighbours(h *netlink.Handle, _ []netlink.Link) error {
 // readTC lists every link's qdiscs and the filters of its ingress (or
 // clsact) qdisc, where the plugin's redirects live. A link that vanished
 // meanwhile is skipped.
-func (v *netView) readTC(h *netlink.Handle, links []netlink.Link) error {
+func (v *netView) readTC(h *nlsafe.Handle, links []netlink.Link) error {
 	for _, l := range links {
-		qs, err := retryDump(func() ([]netlink.Qdisc, error) { return h.QdiscList(l) })
+		qs, err := h.QdiscList(l)
 		if gone(err) {
 			continue
 		}
@@ -203,7 +184,7 @@ func (v *netView) readTC(h *netlink.Handle, links []netlink.Link) error {
 			if q.Type() != "ingress" && q.Type() != "clsact" {
 				continue
 			}
-			fs, err := retryDump(func() ([]netlink.Filter, error) { return h.FilterList(l, netlink.HANDLE_MIN_INGRESS) })
+			fs, err := h.FilterList(l, netlink.HANDLE_MIN_INGRESS)
 			if gone(err) {
 				continue
 			}

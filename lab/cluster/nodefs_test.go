@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 // startTestHolder starts a mount-namespace holder with binds and returns
@@ -21,16 +23,11 @@ func startTestHolder(t *testing.T, binds []bindMount) int {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(ready); err == nil {
-			return cmd.Process.Pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("holder did not get ready")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.For(t, 10*time.Second, "the holder ready", func() error {
+		_, err := os.Stat(ready)
+		return err
+	})
+	return cmd.Process.Pid
 }
 
 // inHolder runs a shell command in the holder's mount namespace.

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,8 @@ import (
 	"github.com/terway-sim/terway/daemon/cloud"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/nlsafe"
+	"github.com/terway-sim/terway/internal/testnetns"
 )
 
 // Issue 5's acceptance: a pod namespace built by the real stack cannot
@@ -255,18 +256,16 @@ func (p *pod) withAddr(a netip.Addr, fn func()) {
 		t.Fatalf("add %s to pod %s: %v", a, p.name, err)
 	}
 	fn()
-	h, err := handle(p.netns.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	l, err := h.LinkByName("eth0")
-	if err == nil {
-		err = h.AddrDel(l, &netlink.Addr{IPNet: host32(a)})
-	}
-	if err != nil {
-		t.Fatalf("remove %s from pod %s: %v", a, p.name, err)
-	}
+	inPod(t, p, func(h *nlsafe.Handle) error {
+		l, err := h.LinkByName("eth0")
+		if err == nil {
+			err = h.AddrDel(l, &netlink.Addr{IPNet: host32(a)})
+		}
+		if err != nil {
+			return fmt.Errorf("remove %s from pod %s: %w", a, p.name, err)
+		}
+		return nil
+	})
 }
 
 // portOf is the fabric port of an ENI: the bridge port holding the static
@@ -274,11 +273,7 @@ func (p *pod) withAddr(a netip.Addr, fn func()) {
 func (e *env) portOf(v fakecloud.ENIView) string {
 	t := e.t
 	t.Helper()
-	h, err := handle(e.fabric.NetNSPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := testnetns.Handle(t, e.fabric.NetNSPath())
 	fdb, err := h.NeighList(0, unix.AF_BRIDGE)
 	if err != nil {
 		t.Fatalf("fabric FDB: %v", err)
@@ -341,15 +336,8 @@ func (e *env) spoofDrops(port string) uint64 {
 // witness is a TCP echo listener in a lab node that counts the peers it
 // accepts, by address.
 type witness struct {
-	addr  netip.AddrPort
-	mu    sync.Mutex
-	peers map[netip.Addr]int
-}
-
-func (w *witness) count(a netip.Addr) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.peers[a]
+	addr netip.AddrPort
+	sources
 }
 
 // witness listens on the primary address of an instance's node.
@@ -370,7 +358,7 @@ func (e *env) witness(instance string) *witness {
 		t.Fatalf("listen in %s: %v", instance, err)
 	}
 	t.Cleanup(func() { l.Close() })
-	w := &witness{addr: netip.MustParseAddrPort(l.Addr().String()), peers: map[netip.Addr]int{}}
+	w := &witness{addr: netip.MustParseAddrPort(l.Addr().String())}
 	go w.serve(l)
 	return w
 }
@@ -381,10 +369,7 @@ func (w *witness) serve(l net.Listener) {
 		if err != nil {
 			return
 		}
-		peer := netip.MustParseAddrPort(c.RemoteAddr().String()).Addr().Unmap()
-		w.mu.Lock()
-		w.peers[peer]++
-		w.mu.Unlock()
+		w.add(netip.MustParseAddrPort(c.RemoteAddr().String()).Addr().Unmap())
 		go func() {
 			defer c.Close()
 			_ = c.SetDeadline(time.Now().Add(5 * time.Second))

@@ -11,6 +11,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/terway-sim/terway/internal/nlsafe"
 )
 
 // tamper breaks one object of a pod's datapath.
@@ -20,9 +22,23 @@ type tamper struct {
 	do   func(t *testing.T, p *pod)
 }
 
-func inNode(t *testing.T, p *pod, fn func(h *netlink.Handle) error) {
+// inNode runs fn with a netlink handle in the pod's node.
+func inNode(t testing.TB, p *pod, fn func(h *nlsafe.Handle) error) {
 	t.Helper()
-	h, err := handle(p.n.ln.NetNSPath())
+	inNS(t, p.n.ln.NetNSPath(), fn)
+}
+
+// inPod runs fn with a netlink handle in the pod.
+func inPod(t testing.TB, p *pod, fn func(h *nlsafe.Handle) error) {
+	t.Helper()
+	inNS(t, p.netns.Path(), fn)
+}
+
+// inNS runs fn with a handle in the namespace at path, closed right after
+// so that it does not keep a pod's namespace alive.
+func inNS(t testing.TB, path string, fn func(h *nlsafe.Handle) error) {
+	t.Helper()
+	h, err := nlsafe.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,19 +48,7 @@ func inNode(t *testing.T, p *pod, fn func(h *netlink.Handle) error) {
 	}
 }
 
-func inPod(t *testing.T, p *pod, fn func(h *netlink.Handle) error) {
-	t.Helper()
-	h, err := handle(p.netns.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	if err := fn(h); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func hostVeth(h *netlink.Handle, p *pod) (netlink.Link, error) {
+func hostVeth(h *nlsafe.Handle, p *pod) (netlink.Link, error) {
 	for _, i := range p.result.Interfaces {
 		if i.Sandbox == "" {
 			return h.LinkByName(i.Name)
@@ -53,7 +57,7 @@ func hostVeth(h *netlink.Handle, p *pod) (netlink.Link, error) {
 	return nil, unix.ENOENT
 }
 
-func podRule(h *netlink.Handle, p *pod, prio int) (*netlink.Rule, error) {
+func podRule(h *nlsafe.Handle, p *pod, prio int) (*netlink.Rule, error) {
 	rules, err := h.RuleList(netlink.FAMILY_V4)
 	if err != nil {
 		return nil, err
@@ -73,7 +77,7 @@ func host32(a netip.Addr) *net.IPNet { return &net.IPNet{IP: a.AsSlice(), Mask: 
 
 var tampers = []tamper{
 	{"pod address", "address", func(t *testing.T, p *pod) {
-		inPod(t, p, func(h *netlink.Handle) error {
+		inPod(t, p, func(h *nlsafe.Handle) error {
 			l, err := h.LinkByName("eth0")
 			if err != nil {
 				return err
@@ -82,7 +86,7 @@ var tampers = []tamper{
 		})
 	}},
 	{"host route", "route", func(t *testing.T, p *pod) {
-		inNode(t, p, func(h *netlink.Handle) error {
+		inNode(t, p, func(h *nlsafe.Handle) error {
 			l, err := hostVeth(h, p)
 			if err != nil {
 				return err
@@ -91,7 +95,7 @@ var tampers = []tamper{
 		})
 	}},
 	{"rule 512", "512", func(t *testing.T, p *pod) {
-		inNode(t, p, func(h *netlink.Handle) error {
+		inNode(t, p, func(h *nlsafe.Handle) error {
 			r, err := podRule(h, p, 512)
 			if err != nil {
 				return err
@@ -100,7 +104,7 @@ var tampers = []tamper{
 		})
 	}},
 	{"rule 2048", "2048", func(t *testing.T, p *pod) {
-		inNode(t, p, func(h *netlink.Handle) error {
+		inNode(t, p, func(h *nlsafe.Handle) error {
 			r, err := podRule(h, p, 2048)
 			if err != nil {
 				return err
@@ -109,7 +113,7 @@ var tampers = []tamper{
 		})
 	}},
 	{"table default route", "default", func(t *testing.T, p *pod) {
-		inNode(t, p, func(h *netlink.Handle) error {
+		inNode(t, p, func(h *nlsafe.Handle) error {
 			r, err := podRule(h, p, 2048)
 			if err != nil {
 				return err
@@ -127,7 +131,7 @@ var tampers = []tamper{
 		})
 	}},
 	{"neighbour", "neigh", func(t *testing.T, p *pod) {
-		inPod(t, p, func(h *netlink.Handle) error {
+		inPod(t, p, func(h *nlsafe.Handle) error {
 			l, err := h.LinkByName("eth0")
 			if err != nil {
 				return err
@@ -136,7 +140,7 @@ var tampers = []tamper{
 		})
 	}},
 	{"MTU", "mtu", func(t *testing.T, p *pod) {
-		inPod(t, p, func(h *netlink.Handle) error {
+		inPod(t, p, func(h *nlsafe.Handle) error {
 			l, err := h.LinkByName("eth0")
 			if err != nil {
 				return err
@@ -145,7 +149,7 @@ var tampers = []tamper{
 		})
 	}},
 	{"link down", "down", func(t *testing.T, p *pod) {
-		inNode(t, p, func(h *netlink.Handle) error {
+		inNode(t, p, func(h *nlsafe.Handle) error {
 			l, err := hostVeth(h, p)
 			if err != nil {
 				return err
@@ -154,7 +158,7 @@ var tampers = []tamper{
 		})
 	}},
 	{"qdisc", "tbf", func(t *testing.T, p *pod) {
-		inNode(t, p, func(h *netlink.Handle) error {
+		inNode(t, p, func(h *nlsafe.Handle) error {
 			l, err := hostVeth(h, p)
 			if err != nil {
 				return err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 // eniOf finds the ENI fakecloud holds addr on.
@@ -120,16 +121,26 @@ func TestDatapathsAcrossSpecVersions(t *testing.T) {
 						t.Fatal(err)
 					}
 					sink := r.sink()
-					for _, src := range []netip.Addr{a.ip, spoofed} {
-						if err := a.sendUDP(sink.addr, src); err != nil {
-							t.Fatalf("send from %s: %v", src, err)
+					// A round sends from the unassigned address, then from
+					// the pod's own. Rounds until one of its own arrives
+					// (the path works); then the own datagram of one more
+					// round arriving means its spoofed one, sent before on
+					// the same path, had every chance to.
+					round := func() {
+						for _, src := range []netip.Addr{spoofed, a.ip} {
+							if err := a.sendUDP(sink.addr, src); err != nil {
+								t.Fatalf("send from %s: %v", src, err)
+							}
 						}
 					}
-					eventually(t, "datagrams from the pod's own address", func() error {
-						if sink.count(a.ip) == 0 {
-							return errNotYet
-						}
-						return nil
+					testwait.Until(t, settleWithin, "datagrams from the pod's own address", func() bool {
+						round()
+						return sink.count(a.ip) > 0
+					})
+					own := sink.count(a.ip)
+					round()
+					testwait.Until(t, settleWithin, "the last round's datagram from the pod's own address", func() bool {
+						return sink.count(a.ip) > own
 					})
 					if n := sink.count(spoofed); n > 0 {
 						t.Fatalf("the fabric forwarded %d datagrams from unassigned source %s", n, spoofed)
@@ -236,7 +247,7 @@ func assertHostClean(t *testing.T, n *node, ips ...netip.Addr) {
 	}
 	// The host veths a DEL retired are deleted by its reaper, after the
 	// DEL answered.
-	eventually(t, "retired host veths reaped on "+n.name, func() error {
+	testwait.For(t, settleWithin, "retired host veths reaped on "+n.name, func() error {
 		if r := n.hostState().retired(); len(r) > 0 {
 			return fmt.Errorf("still there: %v", r)
 		}
@@ -262,7 +273,7 @@ func assertHostClean(t *testing.T, n *node, ips ...netip.Addr) {
 // assertEvent waits for a pod event with the reason.
 func assertEvent(t *testing.T, n *node, podName, reason string) {
 	t.Helper()
-	eventually(t, "event "+reason+" on "+podName, func() error {
+	testwait.For(t, settleWithin, "event "+reason+" on "+podName, func() error {
 		evs, err := n.kube.CoreV1().Events("e2e").List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return err

@@ -36,6 +36,10 @@ import (
 	"github.com/terway-sim/terway/lab/fabric"
 )
 
+// settleWithin bounds the waits for the lab to reach a state: daemons, the
+// fabric and the plugin act on their own goroutines.
+const settleWithin = 30 * time.Second
+
 const (
 	testAK, testSK = "LTAIe2eTestKey", "e2e-test-secret"
 	clusterCIDR    = "172.20.0.0/16"
@@ -297,22 +301,6 @@ func (l *logBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return string(l.b)
-}
-
-// eventually polls cond until it holds or a generous deadline passes.
-func eventually(t testing.TB, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 var errNotYet = errors.New("not yet")

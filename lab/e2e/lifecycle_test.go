@@ -17,6 +17,7 @@ import (
 
 	"github.com/terway-sim/terway/cni/datapath"
 	"github.com/terway-sim/terway/daemon"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 // podMapped says whether the daemon maps a resource to the pod.
@@ -159,7 +160,7 @@ func TestStatus(t *testing.T) {
 		}
 		done <- err
 	}()
-	eventually(t, "STATUS while initialising", func() error {
+	testwait.For(t, settleWithin, "STATUS while initialising", func() error {
 		err := cni.GetStatusNetworkList(ctxT(t), list)
 		if cniCode(err) == 50 && strings.Contains(err.Error(), "initialising") {
 			return nil

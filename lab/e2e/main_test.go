@@ -1,31 +1,18 @@
 package e2e
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
+	"github.com/terway-sim/terway/internal/noproxy"
 	"github.com/terway-sim/terway/internal/plugintest"
-	"github.com/terway-sim/terway/internal/testnetns"
 )
 
 // pluginBin is the directory holding the terway binary built for the run.
 var pluginBin string
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
-		_ = os.Unsetenv(k)
-	}
-	_ = os.Setenv("NO_PROXY", "127.0.0.1,localhost")
+func TestMain(m *testing.M) {
+	noproxy.Unset()
 	plugintest.QuietKlog()
-	dir, cleanup, err := plugintest.Build("e2e-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer cleanup()
-	pluginBin = dir
-	return testnetns.GuardRoot("e2e", m.Run)
+	os.Exit(plugintest.Run(m, "e2e", &pluginBin))
 }

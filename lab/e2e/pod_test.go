@@ -17,10 +17,11 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/terway-sim/terway/internal/testnetns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/terway-sim/terway/internal/testnetns"
 )
 
 // pod is a Kubernetes pod object on a node and its network namespace.
@@ -231,17 +232,32 @@ func readFile(path string) (string, error) {
 	return strings.TrimSpace(string(b)), err
 }
 
-// udpSink counts the datagrams a pod receives, by source address.
-type udpSink struct {
-	addr netip.AddrPort
+// sources counts what arrived by source address, for listeners that
+// serve on goroutines of their own.
+type sources struct {
 	mu   sync.Mutex
 	from map[netip.Addr]int
 }
 
-func (s *udpSink) count(a netip.Addr) int {
+func (s *sources) add(a netip.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.from == nil {
+		s.from = map[netip.Addr]int{}
+	}
+	s.from[a]++
+}
+
+func (s *sources) count(a netip.Addr) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.from[a]
+}
+
+// udpSink counts the datagrams a pod receives, by source address.
+type udpSink struct {
+	addr netip.AddrPort
+	sources
 }
 
 // sink listens for UDP on the pod's address inside its netns.
@@ -258,7 +274,7 @@ func (p *pod) sink() *udpSink {
 		t.Fatalf("listen UDP in %s: %v", p.name, err)
 	}
 	t.Cleanup(func() { c.Close() })
-	s := &udpSink{addr: netip.MustParseAddrPort(c.LocalAddr().String()), from: map[netip.Addr]int{}}
+	s := &udpSink{addr: netip.MustParseAddrPort(c.LocalAddr().String())}
 	go func() {
 		buf := make([]byte, 64)
 		for {
@@ -266,16 +282,13 @@ func (p *pod) sink() *udpSink {
 			if err != nil {
 				return
 			}
-			a := netip.MustParseAddrPort(from.String()).Addr().Unmap()
-			s.mu.Lock()
-			s.from[a]++
-			s.mu.Unlock()
+			s.add(netip.MustParseAddrPort(from.String()).Addr().Unmap())
 		}
 	}()
 	return s
 }
 
-// sendUDP sends a few datagrams from inside the pod with source local.
+// sendUDP sends a datagram from inside the pod with source local.
 func (p *pod) sendUDP(to netip.AddrPort, local netip.Addr) error {
 	return p.netns.Do(func(ns.NetNS) error {
 		c, err := net.DialUDP("udp", &net.UDPAddr{IP: local.AsSlice()}, net.UDPAddrFromAddrPort(to))
@@ -283,12 +296,7 @@ func (p *pod) sendUDP(to netip.AddrPort, local netip.Addr) error {
 			return err
 		}
 		defer c.Close()
-		for range 5 { // the first packet after link-up can be lost
-			if _, err := c.Write([]byte("spoof?")); err != nil {
-				return err
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		return nil
+		_, err = c.Write([]byte("spoof?"))
+		return err
 	})
 }

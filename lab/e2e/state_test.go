@@ -10,21 +10,12 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/terway-sim/terway/cni/datapath"
+	"github.com/terway-sim/terway/internal/nlsafe"
+	"github.com/terway-sim/terway/internal/testnetns"
 )
-
-// handle opens netlink in a namespace file.
-func handle(path string) (*netlink.Handle, error) {
-	h, err := netns.GetFromPath(path)
-	if err != nil {
-		return nil, err
-	}
-	defer h.Close()
-	return netlink.NewHandleAt(h, unix.NETLINK_ROUTE)
-}
 
 // hostState is what a node's namespace holds for pods: policy rules 512
 // and 2048, main-table routes to single addresses, and veths.
@@ -38,11 +29,7 @@ type hostState struct {
 func (n *node) hostState() hostState {
 	t := n.e.t
 	t.Helper()
-	h, err := handle(n.ln.NetNSPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := testnetns.Handle(t, n.ln.NetNSPath())
 	var s hostState
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 		rules, err := h.RuleList(fam)
@@ -139,7 +126,7 @@ func (s hostState) has(want string) bool {
 
 // podLink describes the pod's eth0: MAC and addresses.
 func (p *pod) podLink() (mac string, addrs []string, err error) {
-	h, err := handle(p.netns.Path())
+	h, err := nlsafe.Open(p.netns.Path())
 	if err != nil {
 		return "", nil, err
 	}
@@ -169,7 +156,7 @@ func (n *node) stateFiles() []string {
 
 // addToPod puts an extra address on the pod's eth0 (for spoofing tests).
 func (p *pod) addToPod(a netip.Addr) error {
-	h, err := handle(p.netns.Path())
+	h, err := nlsafe.Open(p.netns.Path())
 	if err != nil {
 		return err
 	}

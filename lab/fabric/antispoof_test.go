@@ -14,6 +14,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/nlsafe"
+	"github.com/terway-sim/terway/internal/testnetns"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 // nodeA2 is a second instance on vSwitch 1, beside node1.
@@ -106,7 +109,7 @@ func mustBeSpoofDropped(t *testing.T, f *Fabric, port string, n *Node, src netip
 func setupIPv6(t *testing.T, n *Node, addr, gw netip.Addr) {
 	t.Helper()
 	addAddr(t, n, "eth0", hostPrefix(addr))
-	h := handleAt(t, n.NetNSPath())
+	h := testnetns.Handle(t, n.NetNSPath())
 	eth0, err := h.LinkByName("eth0")
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +171,7 @@ func TestSecondaryENIRouting(t *testing.T) {
 	view, _ := l.cloud.ENI(e.ID)
 	pod := e.IPv4[0]
 	eth := ethName(view.DeviceIndex)
-	h := handleAt(t, a.NetNSPath())
+	h := testnetns.Handle(t, a.NetNSPath())
 	wireENI(t, a, eth, pod, view.Gateway)
 	before := rxPackets(t, h, eth)
 
@@ -190,7 +193,7 @@ func TestSecondaryENIRouting(t *testing.T) {
 // traffic from the address leaves through it (policy routing).
 func wireENI(t *testing.T, n *Node, eth string, addr, gw netip.Addr) {
 	t.Helper()
-	h := handleAt(t, n.NetNSPath())
+	h := testnetns.Handle(t, n.NetNSPath())
 	link, err := h.LinkByName(eth)
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +214,7 @@ func wireENI(t *testing.T, n *Node, eth string, addr, gw netip.Addr) {
 	}
 }
 
-func rxPackets(t *testing.T, h *netlink.Handle, name string) uint64 {
+func rxPackets(t *testing.T, h *nlsafe.Handle, name string) uint64 {
 	t.Helper()
 	l, err := h.LinkByName(name)
 	if err != nil {
@@ -247,8 +250,8 @@ func TestVPCRouteEntry(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CreateRouteEntry: %v", err)
 	}
-	fab := handleAt(t, l.f.NetNSPath())
-	eventually(t, "fabric route for the entry", func() error { return fabricRoute(fab, dst, a.PrimaryIP(), true) })
+	fab := testnetns.Handle(t, l.f.NetNSPath())
+	testwait.For(t, settleWithin, "fabric route for the entry", func() error { return fabricRoute(fab, dst, a.PrimaryIP(), true) })
 	mustReach(t, b, b.PrimaryIP(), sa, toPod)
 	mustReach(t, a, podAddr, sb, toB)
 
@@ -257,13 +260,13 @@ func TestVPCRouteEntry(t *testing.T) {
 	if _, err := c.DeleteRouteEntry(del); err != nil {
 		t.Fatalf("DeleteRouteEntry: %v", err)
 	}
-	eventually(t, "fabric route removed", func() error { return fabricRoute(fab, dst, a.PrimaryIP(), false) })
+	testwait.For(t, settleWithin, "fabric route removed", func() error { return fabricRoute(fab, dst, a.PrimaryIP(), false) })
 	mustNotReach(t, b, netip.Addr{}, toPod)
 	mustBeSpoofDropped(t, l.f, port, a, podAddr, toB)
 }
 
 // fabricRoute checks whether the fabric routes dst via gw.
-func fabricRoute(h *netlink.Handle, dst netip.Prefix, gw netip.Addr, want bool) error {
+func fabricRoute(h *nlsafe.Handle, dst netip.Prefix, gw netip.Addr, want bool) error {
 	routes, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Dst: ipNet(dst)}, netlink.RT_FILTER_DST)
 	if err != nil {
 		return err

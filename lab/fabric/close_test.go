@@ -17,6 +17,9 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/nlsafe"
+	"github.com/terway-sim/terway/internal/testnetns"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 // crashingFabric is the test binary run as a child (crashEnv=name,dir): a
@@ -84,7 +87,7 @@ func startCrashingFabric(t *testing.T, name, dir string) *exec.Cmd {
 // no socket keeps it), the kernel deletes the pair and the witness end
 // disappears.
 type witness struct {
-	h     *netlink.Handle
+	h     *nlsafe.Handle
 	names []string
 }
 
@@ -94,7 +97,7 @@ func newWitness(t *testing.T) *witness {
 	if err := createNetNS(path); err != nil {
 		t.Fatal(err)
 	}
-	w := &witness{h: handleAt(t, path)}
+	w := &witness{h: testnetns.Handle(t, path)}
 	t.Cleanup(func() {
 		w.h.Close()
 		if err := removeNetNS(path); err != nil {
@@ -123,7 +126,7 @@ func (w *witness) watch(t *testing.T, path string) {
 // gone waits until every watched namespace has ended.
 func (w *witness) gone(t *testing.T) {
 	t.Helper()
-	eventually(t, "watched namespaces end", func() error {
+	testwait.For(t, settleWithin, "watched namespaces end", func() error {
 		var alive []string
 		for _, n := range w.names {
 			if _, err := w.h.LinkByName(n); err == nil {
@@ -202,7 +205,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 		t.Fatalf("mounts left: %v", m)
 	}
 	w.gone(t)
-	eventually(t, "fabric goroutines end", func() error {
+	testwait.For(t, settleWithin, "fabric goroutines end", func() error {
 		if g := fabricGoroutines(); len(g) > 0 {
 			return fmt.Errorf("%d left, first:\n%s", len(g), g[0])
 		}
@@ -223,7 +226,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 // removes them (refusing while the fabric lives), and a new fabric of the
 // same name starts over after a crash by itself.
 func TestCleanupAfterCrash(t *testing.T) {
-	requireRoot(t)
+	testnetns.RequireRoot(t)
 	dir := t.TempDir()
 	name := randomName(t)
 	child := startCrashingFabric(t, name, dir)

@@ -14,9 +14,9 @@ import (
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/nlsafe"
 )
 
 // Defaults of FabricOptions.
@@ -80,7 +80,7 @@ type Fabric struct {
 
 	mu      sync.Mutex // guards everything below and serialises changes
 	closed  bool
-	nl      *netlink.Handle
+	nl      *nlsafe.Handle
 	nft     *nftables.Conn
 	bridges map[string]*bridge                  // by vSwitch ID
 	nodes   map[string]*Node                    // by instance ID
@@ -145,8 +145,8 @@ func (f *Fabric) setup() error {
 	if f.lock, err = lockFabricNS(f.path); err != nil {
 		return err
 	}
-	if f.nl, err = netlink.NewHandleAt(h, unix.NETLINK_ROUTE); err != nil {
-		return fmt.Errorf("netlink handle in fabric netns: %w", err)
+	if f.nl, err = nlsafe.Open(f.path); err != nil {
+		return fmt.Errorf("fabric: %w", err)
 	}
 	if f.nft, err = nftables.New(nftables.WithNetNSFd(int(h)), nftables.AsLasting()); err != nil {
 		return fmt.Errorf("nftables connection in fabric netns: %w", err)

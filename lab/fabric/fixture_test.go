@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/terway-sim/terway/internal/testnetns"
 	"io"
 	"log/slog"
 	"net"
@@ -21,13 +20,19 @@ import (
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/terway-sim/terway/daemon/backoff"
 	"github.com/terway-sim/terway/daemon/cloud"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/nlsafe"
+	"github.com/terway-sim/terway/internal/noproxy"
+	"github.com/terway-sim/terway/internal/testnetns"
 )
+
+// settleWithin bounds the waits for the fabric to reach a state: its watcher
+// and fakecloud's hypervisor calls run on goroutines of their own.
+const settleWithin = 10 * time.Second
 
 const (
 	testAK     = "LTAIlabTest"
@@ -48,18 +53,8 @@ func TestMain(m *testing.M) {
 	if v := os.Getenv(crashEnv); v != "" {
 		os.Exit(crashingFabric(v))
 	}
-	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
-		_ = os.Unsetenv(k)
-	}
-	_ = os.Setenv("NO_PROXY", "127.0.0.1,localhost")
+	noproxy.Unset()
 	os.Exit(testnetns.GuardRoot("lab", m.Run))
-}
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) to create network namespaces")
-	}
 }
 
 // randomName is a fabric name unique across parallel tests and packages.
@@ -93,14 +88,14 @@ type lab struct {
 // default world first.
 func newLab(t *testing.T, edit ...func(*fakecloud.Spec)) *lab {
 	t.Helper()
-	requireRoot(t)
+	testnetns.RequireRoot(t)
 	return newLabAt(t, randomName(t), t.TempDir(), edit...)
 }
 
 // newLabAt builds a lab with the given fabric name and netns directory.
 func newLabAt(t *testing.T, name, dir string, edit ...func(*fakecloud.Spec)) *lab {
 	t.Helper()
-	requireRoot(t)
+	testnetns.RequireRoot(t)
 	f, err := NewFabric(FabricOptions{Name: name, NetNSDir: dir, Logger: testLogger()})
 	if err != nil {
 		t.Fatalf("NewFabric: %v", err)
@@ -216,25 +211,8 @@ func (l *lab) detachENI(e cloud.ENI, inst string) {
 	l.settle()
 }
 
-// handleAt is an independent netlink handle into a namespace, so checks
-// do not rely on the code under test.
-func handleAt(t *testing.T, path string) *netlink.Handle {
-	t.Helper()
-	nsh, err := netns.GetFromPath(path)
-	if err != nil {
-		t.Fatalf("open %s: %v", path, err)
-	}
-	defer func() { _ = nsh.Close() }()
-	h, err := netlink.NewHandleAt(nsh, unix.NETLINK_ROUTE)
-	if err != nil {
-		t.Fatalf("netlink handle in %s: %v", path, err)
-	}
-	t.Cleanup(h.Close)
-	return h
-}
-
 // linkByMAC finds the link with mac, or nil.
-func linkByMAC(t *testing.T, h *netlink.Handle, mac string) netlink.Link {
+func linkByMAC(t *testing.T, h *nlsafe.Handle, mac string) netlink.Link {
 	t.Helper()
 	links, err := h.LinkList()
 	if err != nil {
@@ -248,26 +226,10 @@ func linkByMAC(t *testing.T, h *netlink.Handle, mac string) netlink.Link {
 	return nil
 }
 
-// eventually polls cond until it holds or 10 s pass.
-func eventually(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // addAddr puts an address on a link inside a node (nodad for IPv6).
 func addAddr(t *testing.T, n *Node, link string, p netip.Prefix) {
 	t.Helper()
-	h := handleAt(t, n.NetNSPath())
+	h := testnetns.Handle(t, n.NetNSPath())
 	l, err := h.LinkByName(link)
 	if err != nil {
 		t.Fatalf("%s in %s: %v", link, n.InstanceID(), err)

@@ -80,6 +80,12 @@ func (f *Fabric) InstanceReleased(_ context.Context, inst fakecloud.InstanceInfo
 // ENIAttached plugs the ENI into its running node. An ENI attached to a
 // stopped instance appears when the instance starts.
 func (f *Fabric) ENIAttached(_ context.Context, instanceID string, eni fakecloud.ENIInfo) error {
+	return f.plugIfRunning(instanceID, eni)
+}
+
+// plugIfRunning plugs eni into the node of instanceID, or brings a plugged
+// one's neighbours and anti-spoofing set up to date, when that node runs.
+func (f *Fabric) plugIfRunning(instanceID string, eni fakecloud.ENIInfo) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -111,19 +117,7 @@ func (f *Fabric) ENIDetached(_ context.Context, _ string, eni fakecloud.ENIInfo)
 
 // AddressesChanged updates the ENI's neighbours and anti-spoofing set.
 func (f *Fabric) AddressesChanged(_ context.Context, instanceID string, eni fakecloud.ENIInfo) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
-		return errClosed
-	}
-	n := f.nodes[instanceID]
-	if n == nil || !n.running {
-		return nil
-	}
-	if err := f.plug(n, eni); err != nil {
-		return err
-	}
-	return f.sync()
+	return f.plugIfRunning(instanceID, eni)
 }
 
 // RoutesChanged replaces the route entries of one table.

@@ -14,6 +14,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/terway-sim/terway/internal/nlsafe"
 )
 
 // Independent views of the fabric's kernel state for assertions.
@@ -23,7 +25,7 @@ func ethName(i int) string { return fmt.Sprintf("eth%d", i) }
 func statNS(path string) (os.FileInfo, error) { return os.Stat(path) }
 
 // linkNames lists a namespace's links, sorted.
-func linkNames(t *testing.T, h *netlink.Handle) []string {
+func linkNames(t *testing.T, h *nlsafe.Handle) []string {
 	t.Helper()
 	links, err := h.LinkList()
 	if err != nil {
@@ -39,7 +41,7 @@ func linkNames(t *testing.T, h *netlink.Handle) []string {
 
 // permanentNeighbours maps every permanent IPv4/IPv6 neighbour of the
 // namespace to its MAC.
-func permanentNeighbours(t *testing.T, h *netlink.Handle) map[netip.Addr]string {
+func permanentNeighbours(t *testing.T, h *nlsafe.Handle) map[netip.Addr]string {
 	t.Helper()
 	out := map[netip.Addr]string{}
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
@@ -59,7 +61,7 @@ func permanentNeighbours(t *testing.T, h *netlink.Handle) map[netip.Addr]string 
 }
 
 // fdbHas reports a static bridge FDB entry for mac.
-func fdbHas(t *testing.T, h *netlink.Handle, mac string) bool {
+func fdbHas(t *testing.T, h *nlsafe.Handle, mac string) bool {
 	t.Helper()
 	ns, err := h.NeighList(0, unix.AF_BRIDGE)
 	if err != nil {

@@ -12,10 +12,9 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/nlsafe"
 )
 
 // Node is a fakecloud instance as a network namespace: its primary ENI is
@@ -122,7 +121,7 @@ func (f *Fabric) ensureNode(inst fakecloud.InstanceInfo) (*Node, error) {
 	if err := createNetNS(n.path); err != nil {
 		return nil, err
 	}
-	err := n.withHandle(func(h *netlink.Handle) error {
+	err := n.withHandle(func(h *nlsafe.Handle) error {
 		lo, err := h.LinkByName("lo")
 		if err != nil {
 			return err
@@ -157,15 +156,10 @@ var nodeSysctls = map[string]string{
 }
 
 // withHandle runs fn with a netlink handle inside the node namespace.
-func (n *Node) withHandle(fn func(*netlink.Handle) error) error {
-	nsh, err := netns.GetFromPath(n.path)
+func (n *Node) withHandle(fn func(*nlsafe.Handle) error) error {
+	h, err := nlsafe.Open(n.path)
 	if err != nil {
-		return fmt.Errorf("open node netns %s: %w", n.path, err)
-	}
-	defer func() { _ = nsh.Close() }()
-	h, err := netlink.NewHandleAt(nsh, unix.NETLINK_ROUTE)
-	if err != nil {
-		return fmt.Errorf("netlink handle in node netns %s: %w", n.path, err)
+		return fmt.Errorf("node %s: %w", n.id, err)
 	}
 	defer h.Close()
 	return fn(h)
@@ -174,7 +168,7 @@ func (n *Node) withHandle(fn func(*netlink.Handle) error) error {
 // configurePrimary sets eth0 up as DHCP would on an ECS instance: primary
 // IP with the vSwitch mask and a default route via the gateway.
 func (n *Node) configurePrimary(e fakecloud.ENIInfo) error {
-	return n.withHandle(func(h *netlink.Handle) error {
+	return n.withHandle(func(h *nlsafe.Handle) error {
 		l, err := h.LinkByName("eth0")
 		if err != nil {
 			return fmt.Errorf("eth0 of node %s: %w", n.id, err)

@@ -20,6 +20,9 @@ import (
 
 	"github.com/terway-sim/terway/daemon/cloud"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/nlsafe"
+	"github.com/terway-sim/terway/internal/testnetns"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 // Every running instance of the world becomes a node: eth0 with the
@@ -34,7 +37,7 @@ func TestNodeBoot(t *testing.T) {
 		if n.PrimaryIP() != pe.PrimaryIP || !strings.EqualFold(n.PrimaryMAC().String(), pe.MAC) {
 			t.Fatalf("%s: node says %s %s, cloud says %s %s", id, n.PrimaryIP(), n.PrimaryMAC(), pe.PrimaryIP, pe.MAC)
 		}
-		h := handleAt(t, n.NetNSPath())
+		h := testnetns.Handle(t, n.NetNSPath())
 		eth0, err := h.LinkByName("eth0")
 		if err != nil {
 			t.Fatalf("%s: eth0: %v", id, err)
@@ -149,7 +152,7 @@ func ecsClientFrom(t *testing.T, n *Node, f *Fabric) *ecs.Client {
 func TestENIAttachDetach(t *testing.T) {
 	t.Parallel()
 	l := newLab(t)
-	fab := handleAt(t, l.f.NetNSPath())
+	fab := testnetns.Handle(t, l.f.NetNSPath())
 	linksBefore := linkNames(t, fab)
 	setsBefore := len(nftSets(t, l.f))
 
@@ -158,7 +161,7 @@ func TestENIAttachDetach(t *testing.T) {
 	if view.DeviceIndex < 1 {
 		t.Fatalf("device index %d", view.DeviceIndex)
 	}
-	h := handleAt(t, l.node(node1).NetNSPath())
+	h := testnetns.Handle(t, l.node(node1).NetNSPath())
 	link, err := h.LinkByName(ethName(view.DeviceIndex))
 	if err != nil {
 		t.Fatalf("%s not in node1: %v", ethName(view.DeviceIndex), err)
@@ -212,8 +215,16 @@ func TestENIAttachDetach(t *testing.T) {
 	if got := len(nftSets(t, l.f)); got != setsBefore {
 		t.Fatalf("anti-spoofing sets after detach: %d, before attach %d", got, setsBefore)
 	}
-	// No re-plug of a detached ENI, even a little later.
-	time.Sleep(200 * time.Millisecond)
+	// No re-plug of a detached ENI, even by a later reconcile of the
+	// fabric's ports: yank node1's primary port and wait until the watcher
+	// plugged it again and its pass over the ports ended.
+	primary := l.primaryENI(node1)
+	if err := fab.LinkDel(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: portName(t, l.f, primary.ID)}}); err != nil {
+		t.Fatalf("yank the primary port: %v", err)
+	}
+	testwait.Until(t, settleWithin, "primary ENI plugged again", func() bool { return linkByMAC(t, h, primary.MAC) != nil })
+	l.f.mu.Lock() // held by the reconcile for its whole pass
+	defer l.f.mu.Unlock()
 	if l := linkByMAC(t, h, e.MAC); l != nil {
 		t.Fatalf("detached ENI came back as %s", l.Attrs().Name)
 	}
@@ -227,8 +238,8 @@ func TestInstanceLifecycle(t *testing.T) {
 	e := l.attachENI(node2, vsw2, 1, 0)
 	view, _ := l.cloud.ENI(e.ID)
 	n := l.node(node2)
-	h := handleAt(t, n.NetNSPath())
-	fab := handleAt(t, l.f.NetNSPath())
+	h := testnetns.Handle(t, n.NetNSPath())
+	fab := testnetns.Handle(t, l.f.NetNSPath())
 	macs := []string{n.PrimaryMAC().String(), e.MAC}
 
 	if err := l.cloud.StopInstance(node2); err != nil {
@@ -279,7 +290,7 @@ func TestInstanceLifecycle(t *testing.T) {
 
 // assertFabricForgot checks that no neighbour, FDB entry or anti-spoofing
 // set of the fabric still refers to the MACs.
-func assertFabricForgot(t *testing.T, l *lab, fab *netlink.Handle, macs []string) {
+func assertFabricForgot(t *testing.T, l *lab, fab *nlsafe.Handle, macs []string) {
 	t.Helper()
 	for a, mac := range permanentNeighbours(t, fab) {
 		for _, m := range macs {

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/terway-sim/terway/internal/testnetns"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 // An exclusive ENI moved into a pod namespace (renamed eth0 there, as the
@@ -23,8 +26,8 @@ func TestReplugAfterPodNetnsDestroyed(t *testing.T) {
 	e := l.attachENI(node1, vsw1, 1, 0)
 	view, _ := l.cloud.ENI(e.ID)
 	eth := ethName(view.DeviceIndex)
-	h := handleAt(t, a.NetNSPath())
-	fab := handleAt(t, l.f.NetNSPath())
+	h := testnetns.Handle(t, a.NetNSPath())
+	fab := testnetns.Handle(t, l.f.NetNSPath())
 	oldPort := portName(t, l.f, e.ID)
 
 	podPath := filepath.Join(t.TempDir(), "pod")
@@ -42,7 +45,7 @@ func TestReplugAfterPodNetnsDestroyed(t *testing.T) {
 	if err := h.LinkSetNsFd(link, int(podNS)); err != nil {
 		t.Fatalf("move %s into the pod: %v", eth, err)
 	}
-	pod := handleAt(t, podPath)
+	pod := testnetns.Handle(t, podPath)
 	inPod := linkByMAC(t, pod, e.MAC)
 	if inPod == nil {
 		t.Fatal("ENI not in the pod namespace")
@@ -63,7 +66,7 @@ func TestReplugAfterPodNetnsDestroyed(t *testing.T) {
 	if err := removeNetNS(podPath); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "ENI back in the node", func() error {
+	testwait.For(t, settleWithin, "ENI back in the node", func() error {
 		l := linkByMAC(t, h, e.MAC)
 		if l == nil {
 			return fmt.Errorf("no link with %s in node1", e.MAC)

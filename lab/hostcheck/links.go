@@ -6,6 +6,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/terway-sim/terway/internal/nlsafe"
 )
 
 // describeLinks keeps what the lab could change about a link and leaves
@@ -30,8 +32,8 @@ func describeLinks(links []netlink.Link, names map[int]string) map[string]string
 // takeAddresses records IPv4 and IPv6 addresses by device and prefix.
 // Flags and lifetimes change on their own (DAD, renewals); temporary
 // (privacy) addresses are replaced by the kernel and are left out.
-func (n *Network) takeAddresses(h *netlink.Handle, names map[int]string) error {
-	addrs, err := dump(func() ([]netlink.Addr, error) { return h.AddrList(nil, netlink.FAMILY_ALL) })
+func (n *Network) takeAddresses(h *nlsafe.Handle, names map[int]string) error {
+	addrs, err := h.AddrList(nil, netlink.FAMILY_ALL)
 	if err != nil {
 		return fmt.Errorf("list addresses: %w", err)
 	}

@@ -3,6 +3,7 @@ package hostcheck
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,10 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/terway-sim/terway/internal/testnetns"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 func take(t *testing.T, o Options) *Snapshot {
@@ -58,9 +60,10 @@ func foreign(ours *Snapshot) (DiffOptions, func(Difference) bool) {
 	}
 }
 
-// TestTakeTwiceIsStable takes pairs of snapshots a second apart: only the
-// work of others may differ. The watched paths are a temporary directory
-// (the production ones change while a lab runs on this machine).
+// TestTakeTwiceIsStable takes pairs of snapshots with what they must leave
+// out changing in between (volatileChange): only the work of others may
+// differ. The watched paths are a temporary directory (the production ones
+// change while a lab runs on this machine).
 func TestTakeTwiceIsStable(t *testing.T) {
 	needRoot(t)
 	dir := t.TempDir()
@@ -70,7 +73,7 @@ func TestTakeTwiceIsStable(t *testing.T) {
 	o := Options{Paths: []string{dir, filepath.Join(dir, "missing")}}
 	for round := range 3 {
 		before := take(t, o)
-		time.Sleep(time.Second)
+		volatileChange(t)
 		after := take(t, o)
 		opts, isForeign := foreign(after)
 		for _, d := range opts.Diff(before, after) {
@@ -81,6 +84,49 @@ func TestTakeTwiceIsStable(t *testing.T) {
 			t.Errorf("round %d: nothing happened, yet %v", round, d)
 		}
 	}
+}
+
+// volatileChange makes, and waits to see, what a snapshot must leave out:
+// a second on the kernel's clock, over which address lifetimes and
+// neighbour timers run, and loopback traffic, which moves link counters.
+func volatileChange(t *testing.T) {
+	t.Helper()
+	start, packets := uptime(t), loPackets(t)
+	c, err := net.Dial("udp", "127.0.0.1:9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	if _, err := c.Write([]byte("volatile")); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 10*time.Second, "loopback traffic and a second of kernel time", func() bool {
+		return loPackets(t) > packets && uptime(t)-start >= 1
+	})
+}
+
+// uptime is the kernel's clock, in seconds since boot.
+func uptime(t *testing.T) float64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	if err != nil {
+		t.Fatalf("/proc/uptime %q: %v", b, err)
+	}
+	return f
+}
+
+// loPackets is what loopback received.
+func loPackets(t *testing.T) uint64 {
+	t.Helper()
+	lo, err := netlink.LinkByName("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lo.Attrs().Statistics.RxPackets
 }
 
 func TestFirewallAbsenceIsNoted(t *testing.T) {
@@ -102,7 +148,7 @@ func TestFirewallAbsenceIsNoted(t *testing.T) {
 
 // changes are what TestDetectsChanges made, each to be found in the diff.
 type changes struct {
-	ns                                  ns.NetNS
+	ns                                  *testnetns.NS
 	nsPath, nsInode, cgroup, cgroupItem string
 	orphan, nsOrphan, child             int
 	watched, missing                    string
@@ -192,11 +238,7 @@ func containsDiff(ds []Difference, w want) bool {
 
 func makeNamespace(t *testing.T, c *changes) {
 	t.Helper()
-	n, err := testnetns.New()
-	if err != nil {
-		t.Fatalf("create test namespace: %v", err)
-	}
-	t.Cleanup(func() { _ = testnetns.Remove(n) })
+	n := testnetns.ForTest(t)
 	var st unix.Stat_t
 	if err := unix.Stat(n.Path(), &st); err != nil {
 		t.Fatal(err)
@@ -255,11 +297,10 @@ func startOrphan(t *testing.T, command string) int {
 	// on a busy machine that is after the snapshot the test compares.
 	fields := strings.Fields(command)
 	want := fields[len(fields)-2]
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if now, ok := readProcess(pid); !ok || now.Comm == want || time.Now().After(deadline) {
-			break
-		}
-	}
+	testwait.Until(t, 10*time.Second, fmt.Sprintf("pid %d to run %s", pid, want), func() bool {
+		now, ok := readProcess(pid)
+		return !ok || now.Comm == want
+	})
 	return pid
 }
 
@@ -274,12 +315,10 @@ func killOrphan(t *testing.T, p Process) {
 		t.Errorf("kill %v: %v", p, err)
 		return
 	}
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if now, ok := readProcess(p.PID); !ok || !now.same(p) {
-			return
-		}
-	}
-	t.Errorf("%v still running after SIGKILL", p)
+	testwait.Until(t, 5*time.Second, fmt.Sprintf("%v gone after SIGKILL", p), func() bool {
+		now, ok := readProcess(p.PID)
+		return !ok || !now.same(p)
+	})
 }
 
 // undo reverts everything TestDetectsChanges made, before the cleanups
@@ -296,7 +335,7 @@ func undo(t *testing.T, c *changes) {
 			t.Fatalf("undo: %v", err)
 		}
 	}
-	if err := testnetns.Remove(c.ns); err != nil {
+	if err := c.ns.Remove(); err != nil {
 		t.Fatalf("undo: remove namespace: %v", err)
 	}
 }

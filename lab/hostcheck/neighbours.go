@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/terway-sim/terway/internal/nlsafe"
 )
 
 // takeNeighbours records the ARP and NDP tables. Permanent entries are
@@ -13,10 +15,10 @@ import (
 // FAILED and INCOMPLETE entries (no MAC) and NOARP ones, which the kernel
 // makes on the first packet to a multicast address or over loopback and
 // whose MAC says nothing (doc.go says how Diff compares each kind).
-func (n *Network) takeNeighbours(h *netlink.Handle, names map[int]string) error {
+func (n *Network) takeNeighbours(h *nlsafe.Handle, names map[int]string) error {
 	static, dynamic := grouped{}, map[string]string{}
 	for _, fam := range families {
-		neighs, err := dump(func() ([]netlink.Neigh, error) { return h.NeighList(0, fam.nl) })
+		neighs, err := h.NeighList(0, fam.nl)
 		if err != nil {
 			return fmt.Errorf("list %s neighbours: %w", fam.name, err)
 		}

@@ -1,12 +1,13 @@
 package hostcheck
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/terway-sim/terway/internal/nlsafe"
 )
 
 // Network is the root network namespace as netlink dumps it, each part
@@ -30,18 +31,18 @@ type Network struct {
 
 // take dumps the namespace of the calling thread.
 func (n *Network) take() error {
-	h, err := netlink.NewHandle()
+	h, err := nlsafe.Open("/proc/thread-self/ns/net")
 	if err != nil {
-		return fmt.Errorf("netlink handle: %w", err)
+		return err
 	}
 	defer h.Close()
-	links, err := dump(func() ([]netlink.Link, error) { return h.LinkList() })
+	links, err := h.LinkList()
 	if err != nil {
 		return fmt.Errorf("list links: %w", err)
 	}
 	names := linkNames(links)
 	n.Links = describeLinks(links, names)
-	for _, part := range []func(*netlink.Handle, map[int]string) error{
+	for _, part := range []func(*nlsafe.Handle, map[int]string) error{
 		n.takeAddresses, n.takeRules, n.takeRoutes, n.takeNeighbours,
 	} {
 		if err := part(h, names); err != nil {
@@ -49,19 +50,6 @@ func (n *Network) take() error {
 		}
 	}
 	return nil
-}
-
-// dump retries a netlink dump the kernel interrupted because the table
-// changed meanwhile: a partial dump would show differences that are not.
-func dump[T any](list func() ([]T, error)) ([]T, error) {
-	var err error
-	for range 5 {
-		var out []T
-		if out, err = list(); !errors.Is(err, netlink.ErrDumpInterrupted) {
-			return out, err
-		}
-	}
-	return nil, err
 }
 
 func linkNames(links []netlink.Link) map[int]string {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/terway-sim/terway/internal/nlsafe"
 )
 
 var families = []struct {
@@ -17,10 +19,10 @@ var families = []struct {
 // takeRules records the IPv4 and IPv6 policy rules by priority (several
 // rules may share one). netlink does not return a rule's action type, so
 // a blackhole rule reads as a lookup of table 0.
-func (n *Network) takeRules(h *netlink.Handle, names map[int]string) error {
+func (n *Network) takeRules(h *nlsafe.Handle, names map[int]string) error {
 	g := grouped{}
 	for _, fam := range families {
-		rules, err := dump(func() ([]netlink.Rule, error) { return h.RuleListFiltered(fam.nl, nil, 0) })
+		rules, err := h.RuleListFiltered(fam.nl, nil, 0)
 		if err != nil {
 			return fmt.Errorf("list %s rules: %w", fam.name, err)
 		}
@@ -68,13 +70,11 @@ func describeRule(r netlink.Rule) string {
 // takeRoutes records the routes of every table of both families.
 // Expiry times are not kept; the kernel's cached (cloned) routes are
 // dropped by the netlink library.
-func (n *Network) takeRoutes(h *netlink.Handle, names map[int]string) error {
+func (n *Network) takeRoutes(h *nlsafe.Handle, names map[int]string) error {
 	g := grouped{}
 	all := &netlink.Route{Table: unix.RT_TABLE_UNSPEC}
 	for _, fam := range families {
-		routes, err := dump(func() ([]netlink.Route, error) {
-			return h.RouteListFiltered(fam.nl, all, netlink.RT_FILTER_TABLE)
-		})
+		routes, err := h.RouteListFiltered(fam.nl, all, netlink.RT_FILTER_TABLE)
 		if err != nil {
 			return fmt.Errorf("list %s routes: %w", fam.name, err)
 		}

@@ -165,14 +165,19 @@ func TestLockCacheExcludes(t *testing.T) {
 		t.Errorf("said %d times that it waits, want once:\n%s", n, w.buf.String())
 	}
 	got := make(chan error, 1)
+	waiting := &signalWriter{says: "waiting for another prereq run", seen: make(chan struct{}, 1)}
 	go func() {
-		u, err := lockCache(context.Background(), path, p)
+		u, err := lockCache(context.Background(), path, newProgress(waiting))
 		if err == nil {
 			u()
 		}
 		got <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-waiting.seen:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter never said it waits")
+	}
 	unlock()
 	select {
 	case err := <-got:
@@ -211,4 +216,21 @@ func TestHoldCacheLock(t *testing.T) {
 		_, err := lockCache(context.Background(), path, newProgress(os.Stderr))
 		return err
 	})
+}
+
+// signalWriter signals on seen when a write contains says; seen has room
+// for one signal, later ones are dropped.
+type signalWriter struct {
+	says string
+	seen chan struct{}
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), w.says) {
+		select {
+		case w.seen <- struct{}{}:
+		default:
+		}
+	}
+	return len(p), nil
 }

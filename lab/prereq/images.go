@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -142,34 +143,14 @@ func imageEntry(img image.Image) (stampEntry, error) {
 	return newEntry([]string{"image " + img.Ref, "format " + image.Format, "spec sha256:" + hashStrings([]string{string(b)})}), nil
 }
 
-// writeArchive writes the archive to a temp file and renames it, so a
-// reader never sees half an image.
-func writeArchive(path string, img image.Image) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
+// writeArchive writes the archive so that a reader never sees half an
+// image.
+func writeArchive(path string, img image.Image) error {
+	return writeFileAtomic(path, func(f io.Writer) error {
+		w := bufio.NewWriterSize(f, 1<<20)
+		if err := image.Write(w, img); err != nil {
+			return err
 		}
-	}()
-	w := bufio.NewWriterSize(f, 1<<20)
-	if err := image.Write(w, img); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := w.Flush(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Chmod(0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+		return w.Flush()
+	})
 }

@@ -62,21 +62,25 @@ func writeStamp(path string, s stamp) error {
 	if err != nil {
 		return fmt.Errorf("encode stamp: %w", err)
 	}
-	return writeFileAtomic(path, append(b, '\n'), 0o644)
+	return writeFileAtomic(path, func(f io.Writer) error {
+		_, err := f.Write(append(b, '\n'))
+		return err
+	})
 }
 
-// writeFileAtomic writes a temp file next to path and renames it.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+// writeFileAtomic writes a temp file next to path with write and renames
+// it over path, readable by all (CreateTemp makes it 0600).
+func writeFileAtomic(path string, write func(io.Writer) error) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	defer os.Remove(f.Name()) // a no-op after the rename
-	if _, err := f.Write(data); err != nil {
+	if err := write(f); err != nil {
 		f.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := f.Chmod(mode); err != nil {
+	if err := f.Chmod(0o644); err != nil {
 		f.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}

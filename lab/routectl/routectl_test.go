@@ -25,6 +25,8 @@ import (
 
 	"github.com/terway-sim/terway/daemon/backoff"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/noproxy"
+	"github.com/terway-sim/terway/internal/testwait"
 	"github.com/terway-sim/terway/lab/routectl"
 )
 
@@ -42,11 +44,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	// The SDK proxies even loopback when a proxy variable is set.
-	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
-		os.Unsetenv(k)
-	}
-	os.Setenv("NO_PROXY", "127.0.0.1,localhost")
+	noproxy.Unset()
 	os.Exit(m.Run())
 }
 
@@ -195,7 +193,7 @@ func (e *env) addForeign(dst, hopType, hop string) {
 	if err != nil {
 		e.t.Fatalf("create foreign entry %s: %v", dst, err)
 	}
-	e.eventually(func() error {
+	testwait.For(e.t, 20*time.Second, "foreign entry "+dst, func() error {
 		if got := e.goRoutes()[dst]; got != hopType+"/"+hop {
 			return fmt.Errorf("foreign entry %s is %q", dst, got)
 		}
@@ -203,20 +201,22 @@ func (e *env) addForeign(dst, hopType, hop string) {
 	})
 }
 
-// eventually polls cond for up to 20 s.
-func (e *env) eventually(cond func() error) {
+// controller is a controller for the env's cloud, with faults added first,
+// and a context for its calls that ends with the test.
+func (e *env) controller(faults ...fakecloud.Fault) (*routectl.Controller, context.Context) {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
+	for _, f := range faults {
+		if _, err := e.cloud.AddFault(f); err != nil {
+			e.t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("condition not met in 20s: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
+	c, err := routectl.New(e.options(nil))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	e.t.Cleanup(cancel)
+	return c, ctx
 }
 
 // routesAre is a condition: the Go API's view equals want (custom
@@ -287,7 +287,7 @@ func TestRunFollowsNodes(t *testing.T) {
 		}
 	})
 
-	e.eventually(e.routesAre(with(map[string]string{
+	testwait.For(e.t, 20*time.Second, "route table", e.routesAre(with(map[string]string{
 		"172.20.1.0/24": "Instance/" + inst1,
 		"172.20.2.0/24": "Instance/" + inst2,
 	})))
@@ -295,7 +295,7 @@ func TestRunFollowsNodes(t *testing.T) {
 	if err := kube.CoreV1().Nodes().Delete(ctx, "n2", metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete node: %v", err)
 	}
-	e.eventually(e.routesAre(with(map[string]string{"172.20.1.0/24": "Instance/" + inst1})))
+	testwait.For(e.t, 20*time.Second, "route table", e.routesAre(with(map[string]string{"172.20.1.0/24": "Instance/" + inst1})))
 
 	// A CIDR change (the API server forbids it, but a recreated node with
 	// the same name looks the same to us) moves the entry.
@@ -303,14 +303,14 @@ func TestRunFollowsNodes(t *testing.T) {
 	if _, err := kube.CoreV1().Nodes().Update(ctx, n1, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("update node: %v", err)
 	}
-	e.eventually(e.routesAre(with(map[string]string{"172.20.11.0/24": "Instance/" + inst1})))
+	testwait.For(e.t, 20*time.Second, "route table", e.routesAre(with(map[string]string{"172.20.11.0/24": "Instance/" + inst1})))
 
 	// The previously unroutable node gets its CIDR and provider ID.
 	ready := node("n-pending", inst3, "172.20.3.0/24")
 	if _, err := kube.CoreV1().Nodes().Update(ctx, ready, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("update node: %v", err)
 	}
-	e.eventually(e.routesAre(with(map[string]string{
+	testwait.For(e.t, 20*time.Second, "route table", e.routesAre(with(map[string]string{
 		"172.20.11.0/24": "Instance/" + inst1,
 		"172.20.3.0/24":  "Instance/" + inst3,
 	})))
@@ -325,7 +325,7 @@ func TestRunFollowsNodes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("delete entry behind the controller's back: %v", err)
 	}
-	e.eventually(e.routesAre(with(map[string]string{
+	testwait.For(e.t, 20*time.Second, "route table", e.routesAre(with(map[string]string{
 		"172.20.11.0/24": "Instance/" + inst1,
 		"172.20.3.0/24":  "Instance/" + inst3,
 	})))
@@ -336,17 +336,9 @@ func TestRunFollowsNodes(t *testing.T) {
 // duplicates.
 func TestSyncRetriesThrottledCreate(t *testing.T) {
 	e := newEnv(t, 20*time.Millisecond)
-	if _, err := e.cloud.AddFault(fakecloud.Fault{Name: "throttle", Kind: fakecloud.FaultError,
-		Action: "CreateRouteEntry", Count: 3, Code: "Throttling.User"}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := routectl.New(e.options(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ctx := e.controller(fakecloud.Fault{Name: "throttle", Kind: fakecloud.FaultError,
+		Action: "CreateRouteEntry", Count: 3, Code: "Throttling.User"})
 	nodes := []*corev1.Node{node("n1", inst1, "172.20.1.0/24"), node("n2", inst2, "172.20.2.0/24")}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	if err := c.Sync(ctx, nodes); err != nil {
 		t.Fatalf("Sync: %v", err)
 	}
@@ -378,16 +370,8 @@ func TestSyncRetriesThrottledCreate(t *testing.T) {
 // creating twice, and the result is one Available entry.
 func TestSyncLostCreateAnswer(t *testing.T) {
 	e := newEnv(t, 20*time.Millisecond)
-	if _, err := e.cloud.AddFault(fakecloud.Fault{Name: "lost", Kind: fakecloud.FaultLostResponse,
-		Action: "CreateRouteEntry", Count: 1}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := routectl.New(e.options(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	c, ctx := e.controller(fakecloud.Fault{Name: "lost", Kind: fakecloud.FaultLostResponse,
+		Action: "CreateRouteEntry", Count: 1})
 	if err := c.Sync(ctx, []*corev1.Node{node("n1", inst1, "172.20.1.0/24")}); err != nil {
 		t.Fatalf("Sync: %v", err)
 	}
@@ -401,19 +385,11 @@ func TestSyncLostCreateAnswer(t *testing.T) {
 // the fault is spent converges.
 func TestSyncFailsThenConverges(t *testing.T) {
 	e := newEnv(t, 20*time.Millisecond)
-	if _, err := e.cloud.AddFault(fakecloud.Fault{Name: "broken", Kind: fakecloud.FaultError,
-		Action: "CreateRouteEntry", Count: 6, Code: "InternalError"}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := routectl.New(e.options(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	c, ctx := e.controller(fakecloud.Fault{Name: "broken", Kind: fakecloud.FaultError,
+		Action: "CreateRouteEntry", Count: 6, Code: "InternalError"})
 	nodes := []*corev1.Node{node("n1", inst1, "172.20.1.0/24")}
 	// PolicyAPI allows 1 + 4 attempts: five failures exhaust it.
-	err = c.Sync(ctx, nodes)
+	err := c.Sync(ctx, nodes)
 	if !errors.Is(err, backoff.ErrExhausted) || !strings.Contains(err.Error(), "InternalError") {
 		t.Fatalf("Sync with a broken CreateRouteEntry = %v, want exhaustion with InternalError", err)
 	}
@@ -441,7 +417,7 @@ func TestRunRequeuesFailedSync(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- routectl.Run(ctx, o) }()
-	e.eventually(e.routesAre(map[string]string{"172.20.1.0/24": "Instance/" + inst1}))
+	testwait.For(e.t, 20*time.Second, "route table", e.routesAre(map[string]string{"172.20.1.0/24": "Instance/" + inst1}))
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 // clock is a settable time source for the recorder.
@@ -139,17 +142,9 @@ func TestRecorderWatch(t *testing.T) {
 // yet, so that a later clock change is not taken for their first sight.
 func waitPending(t *testing.T, r *LatencyRecorder, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.Until(t, 5*time.Second, fmt.Sprintf("%d pending pods seen by the recorder", n), func() bool {
 		r.mu.Lock()
-		got := len(r.pending)
-		r.mu.Unlock()
-		if got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("recorder saw %d pending pods, want %d", got, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer r.mu.Unlock()
+		return len(r.pending) >= n
+	})
 }

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 func TestNewValidates(t *testing.T) {
@@ -69,14 +71,19 @@ func TestDeployScaleWaitDelete(t *testing.T) {
 	}
 
 	// The fake does not delete a namespace's pods: Delete waits for them.
+	// Two listings of them while they are there show it did not return
+	// after the first.
+	lists := podLists(kube)
 	done := make(chan error, 1)
 	go func() { done <- w.Delete(ctx) }()
-	time.Sleep(2 * pollInterval)
-	select {
-	case err := <-done:
-		t.Fatalf("Delete returned with pods left: %v", err)
-	default:
-	}
+	testwait.Until(t, 5*time.Second, "two listings of the pods left", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("Delete returned with pods left: %v", err)
+		default:
+		}
+		return podLists(kube) >= lists+2
+	})
 	for _, n := range []string{"a", "b", "c"} {
 		if err := kube.CoreV1().Pods("wl").Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
@@ -88,4 +95,15 @@ func TestDeployScaleWaitDelete(t *testing.T) {
 	if err := w.Delete(ctx); err != nil {
 		t.Fatalf("Delete of a gone namespace: %v", err)
 	}
+}
+
+// podLists counts the pod listings the fake clientset served.
+func podLists(kube *fake.Clientset) int {
+	n := 0
+	for _, a := range kube.Actions() {
+		if a.GetVerb() == "list" && a.GetResource().Resource == "pods" {
+			n++
+		}
+	}
+	return n
 }

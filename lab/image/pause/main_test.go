@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 // build compiles the program the way prereq does (static).
@@ -60,19 +62,17 @@ func TestExitsZeroOnSignal(t *testing.T) {
 // the test waits for main to block on its channel: the process goes idle.
 func waitIdle(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	idleSince := time.Time{}
-	for time.Now().Before(deadline) {
+	var idleSince time.Time
+	testwait.Until(t, 20*time.Second, "pause (pid "+strconv.Itoa(pid)+") idle", func() bool {
 		if state(pid) != "S" {
 			idleSince = time.Time{}
-		} else if idleSince.IsZero() {
-			idleSince = time.Now()
-		} else if time.Since(idleSince) >= 100*time.Millisecond {
-			return
+			return false
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("pause (pid %d) never went idle", pid)
+		if idleSince.IsZero() {
+			idleSince = time.Now()
+		}
+		return time.Since(idleSince) >= 100*time.Millisecond
+	})
 }
 
 // TestReapCollectsZombies starts a child without waiting for it and checks
@@ -82,13 +82,7 @@ func TestReapCollectsZombies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for state(pid) != "Z" {
-		if time.Now().After(deadline) {
-			t.Fatalf("child %d never became a zombie (state %q)", pid, state(pid))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, "child "+strconv.Itoa(pid)+" a zombie", func() bool { return state(pid) == "Z" })
 	reap()
 	if s := state(pid); s != "" {
 		t.Fatalf("child %d still in state %q after reap", pid, s)
