@@ -125,27 +125,6 @@ func decodeStrict(r *http.Request, v any) error {
 
 func (c *Cloud) serveAdmin(w http.ResponseWriter, r *http.Request) { c.mux.ServeHTTP(w, r) }
 
-// WorldView is the admin view of the whole world. It holds no secrets.
-type WorldView struct {
-	RegionID    string           `json:"regionId"`
-	AccountID   string           `json:"accountId"`
-	AccessKeys  []string         `json:"accessKeyIds"`
-	Instances   []InstanceInfo   `json:"instances"`
-	ENIs        []ENIView        `json:"enis"`
-	VSwitches   []VSwitchView    `json:"vswitches"`
-	RouteTables []RouteTableInfo `json:"routeTables"`
-	EIPs        []EIPView        `json:"eips"`
-}
-
-// EIPView is the Go API's view of an EIP.
-type EIPView struct {
-	ID         string `json:"id"`
-	Address    string `json:"address"`
-	Status     string `json:"status"`
-	InstanceID string `json:"instanceId,omitempty"`
-	PrivateIP  string `json:"privateIp,omitempty"`
-}
-
 // World returns the admin view of the world.
 func (c *Cloud) World() WorldView {
 	v := WorldView{Instances: c.Instances(), ENIs: c.ENIs(), VSwitches: c.VSwitches()}

@@ -5,28 +5,6 @@ import (
 	"time"
 )
 
-// ENI statuses as ECS reports them.
-const (
-	ENIAvailable = "Available"
-	ENIAttaching = "Attaching"
-	ENIInUse     = "InUse"
-	ENIDetaching = "Detaching"
-	ENIDeleting  = "Deleting"
-)
-
-// ENI types.
-const (
-	ENITypePrimary   = "Primary"
-	ENITypeSecondary = "Secondary"
-	ENITypeTrunk     = "Trunk"
-)
-
-// Instance statuses.
-const (
-	StatusRunning = "Running"
-	StatusStopped = "Stopped"
-)
-
 // eni is the world's record of one ENI. Field order and names are the
 // persisted form.
 type eni struct {
@@ -159,15 +137,6 @@ type eip struct {
 	Due                time.Time  `json:"due,omitempty"`
 	CreatedAt          time.Time  `json:"createdAt"`
 }
-
-// EIP statuses.
-const (
-	EIPAvailable     = "Available"
-	EIPAssociating   = "Associating"
-	EIPInUse         = "InUse"
-	EIPUnassociating = "Unassociating"
-	EIPReleasing     = "Releasing"
-)
 
 // idempotency is the remembered result of a call made with a ClientToken.
 type idempotency struct {

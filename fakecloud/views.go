@@ -1,7 +1,6 @@
 package fakecloud
 
 import (
-	"net/netip"
 	"sort"
 )
 
@@ -81,16 +80,6 @@ func (c *Cloud) ENIs() []ENIView {
 	return out
 }
 
-// ENIView is the Go API's view of an ENI.
-type ENIView struct {
-	ENIInfo
-	Status     string            `json:"status"`
-	InstanceID string            `json:"instanceId,omitempty"`
-	Tags       map[string]string `json:"tags,omitempty"`
-	VPCID      string            `json:"vpcId"`
-	ZoneID     string            `json:"zoneId"`
-}
-
 func (c *Cloud) eniViewLocked(e *eni) ENIView {
 	v := ENIView{ENIInfo: c.eniInfoLocked(e), Status: e.Status, InstanceID: e.InstanceID, VPCID: e.VPCID, ZoneID: e.ZoneID}
 	if len(e.Tags) > 0 {
@@ -100,17 +89,6 @@ func (c *Cloud) eniViewLocked(e *eni) ENIView {
 		}
 	}
 	return v
-}
-
-// VSwitchView is the Go API's view of a vSwitch.
-type VSwitchView struct {
-	ID        string       `json:"id"`
-	VPCID     string       `json:"vpcId"`
-	ZoneID    string       `json:"zoneId"`
-	CIDR      netip.Prefix `json:"cidr"`
-	IPv6CIDR  netip.Prefix `json:"ipv6Cidr,omitzero"`
-	Gateway   netip.Addr   `json:"gateway"`
-	Available int          `json:"availableIpAddressCount"`
 }
 
 // VSwitches returns views of all vSwitches, ordered by ID.
