@@ -20,13 +20,12 @@ import (
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
 
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/noproxy"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 func TestMain(m *testing.M) {
-	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
-		os.Unsetenv(k)
-	}
-	os.Setenv("NO_PROXY", "127.0.0.1,localhost")
+	noproxy.Unset()
 	os.Exit(m.Run())
 }
 
@@ -161,13 +160,22 @@ func TestWorldCommandPrintsLoadableWorld(t *testing.T) {
 	if err := os.WriteFile(p, out.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var o2, e2 bytes.Buffer
-	root = newRootCommand(&o2, &e2)
+	o2, e2 := &syncBuffer{}, &syncBuffer{}
+	root = newRootCommand(o2, e2)
 	ctx, cancel := context.WithCancel(context.Background())
 	root.SetArgs([]string{"serve", "--listen", "127.0.0.1:0", "--world", p})
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()
-	time.Sleep(300 * time.Millisecond)
+	// serve prints its endpoint line once it is ready; one that fails to
+	// load the world returns before.
+	testwait.Until(t, 10*time.Second, "serve ready (its endpoint line) or stopped", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("serve stopped before it was ready: %v (%s)", err, e2.String())
+		default:
+		}
+		return strings.HasSuffix(o2.String(), "\n")
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("serving the printed world: %v (%s)", err, e2.String())
