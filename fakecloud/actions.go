@@ -1,5 +1,55 @@
 package fakecloud
 
+import "sort"
+
+// API versions of the two products fakecloud serves.
+const (
+	ECSVersion = "2014-05-26"
+	VPCVersion = "2016-04-28"
+)
+
+// product is an OpenAPI product as the gateway names it.
+type product struct {
+	name    string // "Ecs", "Vpc": as in the Recommend link
+	version string
+}
+
+var (
+	productECS = &product{name: "Ecs", version: ECSVersion}
+	productVPC = &product{name: "Vpc", version: VPCVersion}
+)
+
+// action is one API action.
+type action struct {
+	product *product
+	name    string
+	handler func(c *Cloud, x *call) (response, error)
+	// target names the parameter identifying the resource the action
+	// changes; overlapping calls on one resource get Operation.Conflict.
+	target string
+}
+
+// actions is the static table of actions by version and name.
+var actions = func() map[string]map[string]*action {
+	m := map[string]map[string]*action{ECSVersion: {}, VPCVersion: {}}
+	for _, a := range append(ecsActions(), vpcActions()...) {
+		m[a.product.version][a.name] = a
+	}
+	return m
+}()
+
+// Actions lists the supported actions as "Product:Action".
+func Actions() []string {
+	var out []string
+	for _, byName := range actions {
+		for _, a := range byName {
+			out = append(out, a.product.name+":"+a.name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // ecsActions lists the ECS actions fakecloud implements.
 func ecsActions() []*action {
 	e := func(name string, h func(*Cloud, *call) (response, error), target string) *action {

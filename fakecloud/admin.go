@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"strings"
 )
 
@@ -124,39 +123,3 @@ func decodeStrict(r *http.Request, v any) error {
 }
 
 func (c *Cloud) serveAdmin(w http.ResponseWriter, r *http.Request) { c.mux.ServeHTTP(w, r) }
-
-// World returns the admin view of the world.
-func (c *Cloud) World() WorldView {
-	v := WorldView{Instances: c.Instances(), ENIs: c.ENIs(), VSwitches: c.VSwitches()}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v.RegionID, v.AccountID = c.st.Spec.RegionID, c.st.Spec.AccountID
-	for id := range c.st.keys {
-		v.AccessKeys = append(v.AccessKeys, id)
-	}
-	sort.Strings(v.AccessKeys)
-	for _, vp := range c.st.VPCs {
-		v.RouteTables = append(v.RouteTables, c.routeTableInfoLocked(vp.RouteTableID))
-	}
-	for _, e := range c.st.EIPs {
-		ev := EIPView{ID: e.ID, Address: e.Address.String(), Status: e.Status, InstanceID: e.InstanceID}
-		if e.PrivateIP.IsValid() {
-			ev.PrivateIP = e.PrivateIP.String()
-		}
-		v.EIPs = append(v.EIPs, ev)
-	}
-	sort.Slice(v.EIPs, func(i, j int) bool { return v.EIPs[i].ID < v.EIPs[j].ID })
-	return v
-}
-
-// InstanceTypes returns the instance-type table in use.
-func (c *Cloud) InstanceTypes() []InstanceType {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]InstanceType, 0, len(c.st.types))
-	for _, t := range c.st.types {
-		out = append(out, t)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].InstanceTypeID < out[j].InstanceTypeID })
-	return out
-}

@@ -1,103 +1,66 @@
 package fakecloud
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"sort"
-	"strings"
 	"time"
 )
 
 // ClientToken idempotency: a call repeated with the same ClientToken and
 // the same parameters gets the first call's answer without changing the
 // world again; the same token with different parameters is refused with
-// IdempotentFailed. Records are kept for idempotencyTTL.
+// IdempotentFailed. Records are kept for idempotencyTTL, in the state, so
+// that they survive a restart.
 const idempotencyTTL = 24 * time.Hour
 
-// commonParams are not part of what makes two requests "the same": they
-// change with every signing.
-var commonParams = map[string]bool{
-	"AccessKeyId": true, "Signature": true, "SignatureMethod": true, "SignatureNonce": true,
-	"SignatureType": true, "SignatureVersion": true, "Timestamp": true, "Format": true,
-	"SecurityToken": true, "ClientToken": true, "Version": true, "Action": true,
+// clientToken identifies a changing call made with a ClientToken: its
+// action, the token ("" for a call without one) and a fingerprint of its
+// parameters, which a repeat must match.
+type clientToken struct {
+	action, token, fingerprint string
 }
 
-func fingerprint(x *call, action string) string {
-	v := x.p.Values()
-	keys := make([]string, 0, len(v))
-	for k := range v {
-		if !commonParams[k] {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	h := sha256.New()
-	h.Write([]byte(action))
-	for _, k := range keys {
-		h.Write([]byte{0})
-		h.Write([]byte(k))
-		h.Write([]byte{0})
-		h.Write([]byte(strings.Join(v[k], "\x01")))
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
+func (t clientToken) key() string { return t.action + "|" + t.token }
 
-func tokenKey(action, token string) string { return action + "|" + token }
+// replay is the kept answer of a call made with a ClientToken, as JSON.
+type replay json.RawMessage
 
-// replayLocked answers a retried call from its idempotency record.
-// ok is false when the call is new.
-func (c *Cloud) replayLocked(x *call, action string) (resp response, ok bool, err error) {
-	token := x.p.String("ClientToken")
-	if token == "" {
+// replayLocked answers a repeated call from its ClientToken record: the
+// first answer, or IdempotentFailed when the parameters differ. ok is
+// false when the call is new.
+func (w *world) replayLocked(tok clientToken) (r replay, ok bool, err error) {
+	if tok.token == "" {
 		return nil, false, nil
 	}
-	rec := c.st.Tokens[tokenKey(action, token)]
-	if rec == nil || c.now().Sub(rec.At) > idempotencyTTL {
+	rec := w.st.Tokens[tok.key()]
+	if rec == nil || w.now().Sub(rec.At) > idempotencyTTL {
 		return nil, false, nil
 	}
-	if rec.Fingerprint != fingerprint(x, action) {
+	if rec.Fingerprint != tok.fingerprint {
 		return nil, true, apiErr(400, CodeIdempotentFailed, "Request uses a client token in a previous request but is not identical to that request.")
 	}
-	body := map[string]json.RawMessage{}
-	if err := json.Unmarshal(rec.Response, &body); err != nil {
-		return nil, true, err
-	}
-	return &rawResponse{body: body}, true, nil
+	return replay(rec.Response), true, nil
 }
 
-// rememberLocked stores the answer of a call made with a ClientToken.
-func (c *Cloud) rememberLocked(x *call, action string, resp response) {
-	token := x.p.String("ClientToken")
-	if token == "" {
+// rememberLocked keeps the answer of a call made with a ClientToken; it
+// is journalled with the change the call made, in one write.
+func (w *world) rememberLocked(tok clientToken, answer any) {
+	if tok.token == "" {
 		return
 	}
-	b, err := json.Marshal(resp)
+	b, err := json.Marshal(answer)
 	if err != nil {
 		return
 	}
-	now := c.now()
-	key := tokenKey(action, token)
-	c.st.Tokens[key] = &idempotency{Action: action, Fingerprint: fingerprint(x, action), Response: b, At: now}
-	c.dirty.token(key)
-	if len(c.st.Tokens)%1024 == 0 {
-		for k, r := range c.st.Tokens {
+	now := w.now()
+	key := tok.key()
+	w.st.Tokens[key] = &idempotency{Action: tok.action, Fingerprint: tok.fingerprint, Response: b, At: now}
+	w.dirty.token(key)
+	if len(w.st.Tokens)%1024 == 0 {
+		for k, r := range w.st.Tokens {
 			if now.Sub(r.At) > idempotencyTTL {
-				delete(c.st.Tokens, k)
-				c.dirty.token(k)
+				delete(w.st.Tokens, k)
+				w.dirty.token(k)
 			}
 		}
 	}
 }
-
-// rawResponse is a stored answer replayed with a new RequestId.
-type rawResponse struct {
-	body map[string]json.RawMessage
-}
-
-func (r *rawResponse) setRequestID(id string) {
-	b, _ := json.Marshal(id)
-	r.body["RequestId"] = b
-}
-
-func (r *rawResponse) MarshalJSON() ([]byte, error) { return json.Marshal(r.body) }

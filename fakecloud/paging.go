@@ -8,7 +8,9 @@ import (
 )
 
 // paging is how a Describe call asked for its page: by PageNumber and
-// PageSize, or (token is true) by NextToken and MaxResults.
+// PageSize, or (token is true) by NextToken and MaxResults. The API layer
+// decodes it (parsePaging); the world's queries cut their page with it
+// (pageOf).
 type paging struct {
 	token  bool
 	number int
@@ -59,14 +61,14 @@ func parsePaging(p wire.Params, maxPage, maxResults int) (paging, error) {
 
 // pageOf cuts one page out of items (sorted by key) and returns the token
 // of the next page ("" when this is the last).
-func pageOf[T any](pg paging, items []T, key func(T) string) ([]T, string, error) {
+func pageOf[T any](pg paging, items []T, key func(T) string) ([]T, string) {
 	if !pg.token {
 		start, ok := pageStart(pg.number, pg.size, len(items))
 		if !ok {
-			return nil, "", nil
+			return nil, ""
 		}
 		end := min(start+pg.size, len(items))
-		return items[start:end], "", nil
+		return items[start:end], ""
 	}
 	start := 0
 	if pg.next != "" {
@@ -77,7 +79,7 @@ func pageOf[T any](pg paging, items []T, key func(T) string) ([]T, string, error
 	if end < len(items) {
 		next = base64.RawURLEncoding.EncodeToString([]byte(key(items[end])))
 	}
-	return items[start:end], next, nil
+	return items[start:end], next
 }
 
 // pageStart returns the index of the first item of page number (from 1)

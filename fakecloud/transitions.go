@@ -19,118 +19,128 @@ func eipKey(id string) string   { return "eip:" + id }
 
 // scheduleLocked arranges for key to fire after the (scaled) delay d and
 // returns the due time.
-func (c *Cloud) scheduleLocked(key string, d time.Duration) time.Time {
-	due := c.now().Add(c.scale(d))
-	c.sched.at(due, key)
+func (w *world) scheduleLocked(key string, d time.Duration) time.Time {
+	due := w.now().Add(w.scale(d))
+	w.sched.at(due, key)
 	return due
 }
 
 // rescheduleLocked re-arms every pending transition, after a restore.
-func (c *Cloud) rescheduleLocked() {
-	now := c.now()
-	for _, e := range c.st.ENIs {
+func (w *world) rescheduleLocked() {
+	now := w.now()
+	for _, e := range w.st.ENIs {
 		switch e.Status {
 		case ENIAttaching, ENIDetaching, ENIDeleting:
 			if e.Due.IsZero() {
 				e.Due = now // its hypervisor call was in flight
 			}
-			c.sched.at(e.Due, eniKey(e.ID))
+			w.sched.at(e.Due, eniKey(e.ID))
 		}
 	}
-	for _, r := range c.st.Routes {
+	for _, r := range w.st.Routes {
 		if r.Status == "Pending" {
-			c.sched.at(r.Due, routeKey(r.ID))
+			w.sched.at(r.Due, routeKey(r.ID))
 		}
 	}
-	for _, e := range c.st.EIPs {
+	for _, e := range w.st.EIPs {
 		if !e.Due.IsZero() {
-			c.sched.at(e.Due, eipKey(e.ID))
+			w.sched.at(e.Due, eipKey(e.ID))
 		}
 	}
 }
 
-func (c *Cloud) fire(key string) {
+func (w *world) fire(key string) {
 	kind, id, _ := strings.Cut(key, ":")
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := w.now()
 	switch kind {
 	case "eni":
-		c.settleENILocked(id, now)
+		w.settleENILocked(id, now)
 	case "route":
-		c.settleRouteLocked(id, now)
+		w.settleRouteLocked(id, now)
 	case "eip":
-		c.settleEIPLocked(id, now)
+		w.settleEIPLocked(id, now)
 	}
-	_ = c.commitLocked()
+	_ = w.commitLocked()
 }
 
-func (c *Cloud) settleENILocked(id string, now time.Time) {
-	e := c.st.ENIs[id]
+func (w *world) settleENILocked(id string, now time.Time) {
+	e := w.st.ENIs[id]
 	if e == nil || e.Due.IsZero() || e.Due.After(now) {
 		return
 	}
 	e.Due = time.Time{}
-	c.dirty.eni(id)
+	w.dirty.eni(id)
 	switch e.Status {
 	case ENIAttaching:
-		inst := e.InstanceID
-		info := c.eniInfoLocked(e)
-		c.hooks.push(hookEvent{
-			name: "ENIAttached " + id,
-			call: func(ctx context.Context) error { return c.hv.ENIAttached(ctx, inst, info) },
-			after: func(err error) {
-				c.mu.Lock()
-				defer c.mu.Unlock()
-				e := c.st.ENIs[id]
-				if e == nil || e.Status != ENIAttaching || e.InstanceID != inst {
-					return
-				}
-				if err != nil {
-					c.log.Warn("attach failed in the hypervisor; ENI back to Available", "eni", id, "instance", inst, "err", err)
-					e.Status, e.InstanceID, e.DeviceIndex = ENIAvailable, "", 0
-				} else {
-					e.Status, e.AttachedAt = ENIInUse, c.now()
-				}
-				c.dirty.eni(id)
-				_ = c.commitLocked()
-			},
-		})
+		w.pushAttachLocked(e)
 	case ENIDetaching:
-		inst := e.InstanceID
-		info := c.eniInfoLocked(e)
-		c.hooks.push(hookEvent{
-			name: "ENIDetached " + id,
-			call: func(ctx context.Context) error { return c.hv.ENIDetached(ctx, inst, info) },
-			after: func(error) {
-				c.mu.Lock()
-				defer c.mu.Unlock()
-				e := c.st.ENIs[id]
-				if e == nil || e.Status != ENIDetaching {
-					return
-				}
-				c.finishDetachLocked(e)
-				_ = c.commitLocked()
-			},
-		})
+		w.pushDetachLocked(e)
 	case ENIDeleting:
-		c.removeENILocked(e)
+		w.removeENILocked(e)
 	}
+}
+
+// pushAttachLocked asks the hypervisor to plug e in; the ENI is InUse
+// once it has, or back to Available if it could not.
+func (w *world) pushAttachLocked(e *eni) {
+	id, inst, info := e.ID, e.InstanceID, w.eniInfoLocked(e)
+	w.hooks.push(hookEvent{
+		name: "ENIAttached " + id,
+		call: func(ctx context.Context) error { return w.hv.ENIAttached(ctx, inst, info) },
+		after: func(err error) {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			e := w.st.ENIs[id]
+			if e == nil || e.Status != ENIAttaching || e.InstanceID != inst {
+				return
+			}
+			if err != nil {
+				w.log.Warn("attach failed in the hypervisor; ENI back to Available", "eni", id, "instance", inst, "err", err)
+				e.Status, e.InstanceID, e.DeviceIndex = ENIAvailable, "", 0
+			} else {
+				e.Status, e.AttachedAt = ENIInUse, w.now()
+			}
+			w.dirty.eni(id)
+			_ = w.commitLocked()
+		},
+	})
+}
+
+// pushDetachLocked asks the hypervisor to unplug e; the ENI is Available
+// once it has returned.
+func (w *world) pushDetachLocked(e *eni) {
+	id, inst, info := e.ID, e.InstanceID, w.eniInfoLocked(e)
+	w.hooks.push(hookEvent{
+		name: "ENIDetached " + id,
+		call: func(ctx context.Context) error { return w.hv.ENIDetached(ctx, inst, info) },
+		after: func(error) {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			e := w.st.ENIs[id]
+			if e == nil || e.Status != ENIDetaching {
+				return
+			}
+			w.finishDetachLocked(e)
+			_ = w.commitLocked()
+		},
+	})
 }
 
 // finishDetachLocked makes e Available; metadata of its former instance
 // keeps listing it for the metadata lag.
-func (c *Cloud) finishDetachLocked(e *eni) {
-	now := c.now()
+func (w *world) finishDetachLocked(e *eni) {
+	now := w.now()
 	e.StaleInstanceID = e.InstanceID
-	e.StaleUntil = now.Add(c.scale(c.st.Spec.Settings.MetadataLag.D()))
+	e.StaleUntil = now.Add(w.scale(w.st.Spec.Settings.MetadataLag.D()))
 	e.Status, e.InstanceID, e.DeviceIndex, e.Due = ENIAvailable, "", 0, time.Time{}
-	c.dirty.eni(e.ID)
+	w.dirty.eni(e.ID)
 }
 
 // removeENILocked deletes e and returns its addresses to the vSwitch.
-func (c *Cloud) removeENILocked(e *eni) {
-	v := c.st.VSwitches[e.VSwitchID]
+func (w *world) removeENILocked(e *eni) {
+	v := w.st.VSwitches[e.VSwitchID]
 	v.pool4.release(e.PrimaryIP)
 	for _, a := range e.IPv4 {
 		v.pool4.release(a.Addr)
@@ -138,23 +148,23 @@ func (c *Cloud) removeENILocked(e *eni) {
 	for _, a := range e.IPv6 {
 		v.pool6.release(a.Addr)
 	}
-	delete(c.st.ENIs, e.ID)
-	delete(c.st.macs, e.MAC)
-	c.dirty.eni(e.ID)
+	delete(w.st.ENIs, e.ID)
+	delete(w.st.macs, e.MAC)
+	w.dirty.eni(e.ID)
 }
 
-func (c *Cloud) settleRouteLocked(id string, now time.Time) {
-	r := c.st.Routes[id]
+func (w *world) settleRouteLocked(id string, now time.Time) {
+	r := w.st.Routes[id]
 	if r == nil || r.Status != "Pending" || r.Due.After(now) {
 		return
 	}
 	r.Status, r.Due = "Available", time.Time{}
-	c.dirty.route(id)
-	c.pushRoutesLocked(r.TableID)
+	w.dirty.route(id)
+	w.pushRoutesLocked(r.TableID)
 }
 
-func (c *Cloud) settleEIPLocked(id string, now time.Time) {
-	e := c.st.EIPs[id]
+func (w *world) settleEIPLocked(id string, now time.Time) {
+	e := w.st.EIPs[id]
 	if e == nil || e.Due.IsZero() || e.Due.After(now) {
 		return
 	}
@@ -165,30 +175,26 @@ func (c *Cloud) settleEIPLocked(id string, now time.Time) {
 		e.Status, e.InstanceID, e.InstanceType, e.PrivateIP = EIPAvailable, "", "", netip.Addr{}
 	}
 	e.Due = time.Time{}
-	c.dirty.eip(id)
+	w.dirty.eip(id)
 }
 
 // pushAddressesLocked tells the hypervisor the current addresses of e.
-func (c *Cloud) pushAddressesLocked(e *eni) {
+func (w *world) pushAddressesLocked(e *eni) {
 	if e.InstanceID == "" || e.Status != ENIInUse {
 		return
 	}
-	inst, info := e.InstanceID, c.eniInfoLocked(e)
-	c.hooks.push(hookEvent{
+	inst, info := e.InstanceID, w.eniInfoLocked(e)
+	w.hooks.push(hookEvent{
 		name: "AddressesChanged " + e.ID,
-		call: func(ctx context.Context) error { return c.hv.AddressesChanged(ctx, inst, info) },
+		call: func(ctx context.Context) error { return w.hv.AddressesChanged(ctx, inst, info) },
 	})
 }
 
 // pushRoutesLocked tells the hypervisor the current entries of a table.
-func (c *Cloud) pushRoutesLocked(tableID string) {
-	info := c.routeTableInfoLocked(tableID)
-	c.hooks.push(hookEvent{
+func (w *world) pushRoutesLocked(tableID string) {
+	info := w.routeTableInfoLocked(tableID)
+	w.hooks.push(hookEvent{
 		name: "RoutesChanged " + tableID,
-		call: func(ctx context.Context) error { return c.hv.RoutesChanged(ctx, info) },
+		call: func(ctx context.Context) error { return w.hv.RoutesChanged(ctx, info) },
 	})
 }
-
-// WaitHypervisor blocks until every hypervisor call queued so far has
-// returned.
-func (c *Cloud) WaitHypervisor(ctx context.Context) error { return c.hooks.wait(ctx) }

@@ -4,11 +4,11 @@ import (
 	"sort"
 )
 
-// Views of the world handed to the hypervisor and the Go API. They are
-// copies: callers can keep them after the lock is released.
+// Views of the world handed to the hypervisor, the Go API and the admin
+// API. They are copies: callers can keep them after the lock is released.
 
-func (c *Cloud) eniInfoLocked(e *eni) ENIInfo {
-	v := c.st.VSwitches[e.VSwitchID]
+func (w *world) eniInfoLocked(e *eni) ENIInfo {
+	v := w.st.VSwitches[e.VSwitchID]
 	info := ENIInfo{
 		ID: e.ID, MAC: e.MAC, Type: e.Type, DeviceIndex: e.DeviceIndex, VSwitchID: e.VSwitchID,
 		CIDR: v.CIDR, Gateway: v.pool4.gateway(), PrimaryIP: e.PrimaryIP,
@@ -20,34 +20,34 @@ func (c *Cloud) eniInfoLocked(e *eni) ENIInfo {
 	return info
 }
 
-func (c *Cloud) instanceInfoLocked(in *instance) InstanceInfo {
+func (w *world) instanceInfoLocked(in *instance) InstanceInfo {
 	info := InstanceInfo{ID: in.ID, Name: in.Name, InstanceType: in.InstanceType, ZoneID: in.ZoneID,
 		VPCID: in.VPCID, Status: in.Status}
-	for _, e := range c.st.enisOf(in.ID) {
+	for _, e := range w.st.enisOf(in.ID) {
 		if e.Status == ENIInUse || e.Status == ENIDetaching {
-			info.ENIs = append(info.ENIs, c.eniInfoLocked(e))
+			info.ENIs = append(info.ENIs, w.eniInfoLocked(e))
 		}
 	}
 	return info
 }
 
-func (c *Cloud) routeTableInfoLocked(tableID string) RouteTableInfo {
+func (w *world) routeTableInfoLocked(tableID string) RouteTableInfo {
 	info := RouteTableInfo{ID: tableID}
-	for _, v := range c.st.VPCs {
+	for _, v := range w.st.VPCs {
 		if v.RouteTableID == tableID {
 			info.VPCID = v.ID
 		}
 	}
-	for _, r := range c.st.Routes {
+	for _, r := range w.st.Routes {
 		if r.TableID != tableID || r.Type != "Custom" || r.Status != "Available" {
 			continue
 		}
 		ri := RouteInfo{Destination: r.Destination, NextHopType: r.NextHopType, NextHopID: r.NextHopID}
-		if in := c.st.Instances[r.NextHopID]; in != nil {
-			if p := c.st.ENIs[in.PrimaryENI]; p != nil {
+		if in := w.st.Instances[r.NextHopID]; in != nil {
+			if p := w.st.ENIs[in.PrimaryENI]; p != nil {
 				ri.NextHopIP = p.PrimaryIP
 			}
-		} else if e := c.st.ENIs[r.NextHopID]; e != nil {
+		} else if e := w.st.ENIs[r.NextHopID]; e != nil {
 			ri.NextHopIP = e.PrimaryIP
 		}
 		info.Entries = append(info.Entries, ri)
@@ -58,30 +58,30 @@ func (c *Cloud) routeTableInfoLocked(tableID string) RouteTableInfo {
 	return info
 }
 
-// ENI returns a view of one ENI.
-func (c *Cloud) ENI(id string) (ENIView, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.st.ENIs[id]
+// eniView returns a view of one ENI.
+func (w *world) eniView(id string) (ENIView, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e := w.st.ENIs[id]
 	if e == nil {
 		return ENIView{}, false
 	}
-	return c.eniViewLocked(e), true
+	return w.eniViewLocked(e), true
 }
 
-// ENIs returns views of all ENIs, ordered by ID.
-func (c *Cloud) ENIs() []ENIView {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]ENIView, 0, len(c.st.ENIs))
-	for _, e := range c.st.sortedENIs() {
-		out = append(out, c.eniViewLocked(e))
+// eniViews returns views of all ENIs, ordered by ID.
+func (w *world) eniViews() []ENIView {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]ENIView, 0, len(w.st.ENIs))
+	for _, e := range w.st.sortedENIs() {
+		out = append(out, w.eniViewLocked(e))
 	}
 	return out
 }
 
-func (c *Cloud) eniViewLocked(e *eni) ENIView {
-	v := ENIView{ENIInfo: c.eniInfoLocked(e), Status: e.Status, InstanceID: e.InstanceID, VPCID: e.VPCID, ZoneID: e.ZoneID}
+func (w *world) eniViewLocked(e *eni) ENIView {
+	v := ENIView{ENIInfo: w.eniInfoLocked(e), Status: e.Status, InstanceID: e.InstanceID, VPCID: e.VPCID, ZoneID: e.ZoneID}
 	if len(e.Tags) > 0 {
 		v.Tags = map[string]string{}
 		for _, t := range e.Tags {
@@ -91,12 +91,12 @@ func (c *Cloud) eniViewLocked(e *eni) ENIView {
 	return v
 }
 
-// VSwitches returns views of all vSwitches, ordered by ID.
-func (c *Cloud) VSwitches() []VSwitchView {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// vswitchViews returns views of all vSwitches, ordered by ID.
+func (w *world) vswitchViews() []VSwitchView {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	var out []VSwitchView
-	for _, v := range c.st.VSwitches {
+	for _, v := range w.st.VSwitches {
 		out = append(out, VSwitchView{ID: v.ID, VPCID: v.VPCID, ZoneID: v.ZoneID, CIDR: v.CIDR, IPv6CIDR: v.IPv6CIDR,
 			Gateway: v.pool4.gateway(), Available: v.pool4.available()})
 	}
@@ -104,25 +104,49 @@ func (c *Cloud) VSwitches() []VSwitchView {
 	return out
 }
 
-// Instance returns a view of one instance.
-func (c *Cloud) Instance(id string) (InstanceInfo, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	in := c.st.Instances[id]
+// instanceView returns a view of one instance.
+func (w *world) instanceView(id string) (InstanceInfo, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	in := w.st.Instances[id]
 	if in == nil {
 		return InstanceInfo{}, false
 	}
-	return c.instanceInfoLocked(in), true
+	return w.instanceInfoLocked(in), true
 }
 
-// Instances returns views of all instances, ordered by ID.
-func (c *Cloud) Instances() []InstanceInfo {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// instanceViews returns views of all instances, ordered by ID.
+func (w *world) instanceViews() []InstanceInfo {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	var out []InstanceInfo
-	for _, in := range c.st.Instances {
-		out = append(out, c.instanceInfoLocked(in))
+	for _, in := range w.st.Instances {
+		out = append(out, w.instanceInfoLocked(in))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// worldView returns the admin view of the world.
+func (w *world) worldView() WorldView {
+	v := WorldView{Instances: w.instanceViews(), ENIs: w.eniViews(), VSwitches: w.vswitchViews()}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	v.RegionID, v.AccountID = w.st.Spec.RegionID, w.st.Spec.AccountID
+	for id := range w.st.keys {
+		v.AccessKeys = append(v.AccessKeys, id)
+	}
+	sort.Strings(v.AccessKeys)
+	for _, vp := range w.st.VPCs {
+		v.RouteTables = append(v.RouteTables, w.routeTableInfoLocked(vp.RouteTableID))
+	}
+	for _, e := range w.st.EIPs {
+		ev := EIPView{ID: e.ID, Address: e.Address.String(), Status: e.Status, InstanceID: e.InstanceID}
+		if e.PrivateIP.IsValid() {
+			ev.PrivateIP = e.PrivateIP.String()
+		}
+		v.EIPs = append(v.EIPs, ev)
+	}
+	sort.Slice(v.EIPs, func(i, j int) bool { return v.EIPs[i].ID < v.EIPs[j].ID })
+	return v
 }

@@ -1,10 +1,6 @@
 package fakecloud
 
-import (
-	"slices"
-	"sort"
-	"strings"
-)
+import "strings"
 
 type vswitchJSON struct {
 	VSwitchID               string   `json:"VSwitchId"`
@@ -30,22 +26,23 @@ type vswitchJSON struct {
 	} `json:"RouteTable"`
 }
 
-func (c *Cloud) vswitchJSONLocked(v *vswitch) vswitchJSON {
+func (c *Cloud) vswitchJSON(v vswitchSnap) vswitchJSON {
 	j := vswitchJSON{VSwitchID: v.ID, VpcID: v.VPCID, ZoneID: v.ZoneID, CidrBlock: v.CIDR.String(),
-		AvailableIPAddressCount: int64(v.pool4.available()), Status: "Available", VSwitchName: v.Name,
-		CreationTime: apiTime(c.st.Created), OwnerID: c.ownerIDLocked(), ShareType: "Sharing",
+		AvailableIPAddressCount: int64(v.available), Status: "Available", VSwitchName: v.Name,
+		CreationTime: apiTime(c.created), OwnerID: c.ownerID(), ShareType: "Sharing",
 		Tags: tagsJSON{Tag: []tagJSON{}}}
-	if v.pool6 != nil {
+	if v.IPv6CIDR.IsValid() {
 		j.Ipv6CidrBlock, j.EnabledIpv6 = v.IPv6CIDR.String(), true
 	}
-	j.RouteTable.RouteTableID = c.st.VPCs[v.VPCID].RouteTableID
+	j.RouteTable.RouteTableID = v.routeTableID
 	j.RouteTable.RouteTableType = "System"
 	return j
 }
 
-func (c *Cloud) ownerIDLocked() int64 {
+// ownerID is the account ID as the VPC API writes it: a number.
+func (c *Cloud) ownerID() int64 {
 	var n int64
-	for _, ch := range c.st.Spec.AccountID {
+	for _, ch := range c.account {
 		if ch < '0' || ch > '9' {
 			return 0
 		}
@@ -70,25 +67,10 @@ func (c *Cloud) describeVSwitches(x *call) (response, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var matched []*vswitch
-	for _, v := range c.st.VSwitches {
-		if (p.String("VSwitchId") != "" && p.String("VSwitchId") != v.ID) ||
-			(p.String("VpcId") != "" && p.String("VpcId") != v.VPCID) ||
-			(p.String("ZoneId") != "" && p.String("ZoneId") != v.ZoneID) ||
-			(p.String("VSwitchName") != "" && p.String("VSwitchName") != v.Name) {
-			continue
-		}
-		matched = append(matched, v)
-	}
-	sort.Slice(matched, func(i, j int) bool { return matched[i].ID < matched[j].ID })
-	page, _, _ := pageOf(pg, matched, func(v *vswitch) string { return v.ID })
-	resp := &describeVSwitchesResponse{TotalCount: len(matched), PageNumber: pg.number, PageSize: pg.size}
-	resp.VSwitches.VSwitch = make([]vswitchJSON, 0, len(page))
-	for _, v := range page {
-		resp.VSwitches.VSwitch = append(resp.VSwitches.VSwitch, c.vswitchJSONLocked(v))
-	}
+	f := vswitchFilter{id: p.String("VSwitchId"), vpc: p.String("VpcId"), zone: p.String("ZoneId"), name: p.String("VSwitchName")}
+	found := c.w.findVSwitches(f, pg)
+	resp := &describeVSwitchesResponse{TotalCount: found.total, PageNumber: pg.number, PageSize: pg.size}
+	resp.VSwitches.VSwitch = renderAll(found.items, c.vswitchJSON)
 	return resp, nil
 }
 
@@ -102,13 +84,11 @@ func (c *Cloud) describeVSwitchAttributes(x *call) (response, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v := c.st.VSwitches[id]
-	if v == nil {
-		return nil, apiErr(400, CodeVSwitchNotFound, "Specified VSwitch can not found.")
+	v, err := c.w.describeVSwitch(id)
+	if err != nil {
+		return nil, err
 	}
-	return &describeVSwitchAttributesResponse{vswitchJSON: c.vswitchJSONLocked(v)}, nil
+	return &describeVSwitchAttributesResponse{vswitchJSON: c.vswitchJSON(v)}, nil
 }
 
 type vpcJSON struct {
@@ -131,10 +111,7 @@ type vpcJSON struct {
 		RouterTableIDs []string `json:"RouterTableIds"`
 	} `json:"RouterTableIds"`
 	Ipv6CidrBlocks struct {
-		Ipv6CidrBlock []struct {
-			Ipv6CidrBlock string `json:"Ipv6CidrBlock"`
-			Ipv6Isp       string `json:"Ipv6Isp"`
-		} `json:"Ipv6CidrBlock"`
+		Ipv6CidrBlock []ipv6CidrBlockJSON `json:"Ipv6CidrBlock"`
 	} `json:"Ipv6CidrBlocks"`
 }
 
@@ -159,49 +136,27 @@ func (c *Cloud) describeVpcs(x *call) (response, error) {
 		// VpcId is a comma-separated list of up to 20 IDs.
 		ids = append(ids, strings.Split(v, ",")...)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var matched []*vpc
-	for _, v := range c.st.VPCs {
-		if (len(ids) > 0 && !slices.Contains(ids, v.ID)) || (p.String("VpcName") != "" && p.String("VpcName") != v.Name) {
-			continue
-		}
-		matched = append(matched, v)
-	}
-	sort.Slice(matched, func(i, j int) bool { return matched[i].ID < matched[j].ID })
-	page, _, _ := pageOf(pg, matched, func(v *vpc) string { return v.ID })
-	resp := &describeVpcsResponse{TotalCount: len(matched), PageNumber: pg.number, PageSize: pg.size}
-	resp.Vpcs.Vpc = make([]vpcJSON, 0, len(page))
-	for _, v := range page {
-		j := vpcJSON{VpcID: v.ID, RegionID: c.st.Spec.RegionID, Status: "Available", VpcName: v.Name,
-			CidrBlock: v.CIDR.String(), VRouterID: v.VRouterID, OwnerID: c.ownerIDLocked(), CreationTime: apiTime(c.st.Created)}
-		if v.IPv6CIDR.IsValid() {
-			j.Ipv6CidrBlock, j.EnabledIpv6 = v.IPv6CIDR.String(), true
-			j.Ipv6CidrBlocks.Ipv6CidrBlock = append(j.Ipv6CidrBlocks.Ipv6CidrBlock, struct {
-				Ipv6CidrBlock string `json:"Ipv6CidrBlock"`
-				Ipv6Isp       string `json:"Ipv6Isp"`
-			}{Ipv6CidrBlock: v.IPv6CIDR.String(), Ipv6Isp: "BGP"})
-		} else {
-			j.Ipv6CidrBlocks.Ipv6CidrBlock = []struct {
-				Ipv6CidrBlock string `json:"Ipv6CidrBlock"`
-				Ipv6Isp       string `json:"Ipv6Isp"`
-			}{}
-		}
-		j.VSwitchIDs.VSwitchID = c.vswitchIDsLocked(v.ID)
-		j.RouterTableIDs.RouterTableIDs = []string{v.RouteTableID}
-		resp.Vpcs.Vpc = append(resp.Vpcs.Vpc, j)
-	}
+	found := c.w.findVPCs(vpcFilter{ids: ids, name: p.String("VpcName")}, pg)
+	resp := &describeVpcsResponse{TotalCount: found.total, PageNumber: pg.number, PageSize: pg.size}
+	resp.Vpcs.Vpc = renderAll(found.items, c.vpcJSON)
 	return resp, nil
 }
 
-// vswitchIDsLocked lists the vSwitches of a VPC, sorted.
-func (c *Cloud) vswitchIDsLocked(vpcID string) []string {
-	out := []string{}
-	for _, s := range c.st.VSwitches {
-		if s.VPCID == vpcID {
-			out = append(out, s.ID)
-		}
+// ipv6CidrBlockJSON is one IPv6 block of a VPC.
+type ipv6CidrBlockJSON struct {
+	Ipv6CidrBlock string `json:"Ipv6CidrBlock"`
+	Ipv6Isp       string `json:"Ipv6Isp"`
+}
+
+func (c *Cloud) vpcJSON(v vpcSnap) vpcJSON {
+	j := vpcJSON{VpcID: v.ID, RegionID: c.region, Status: "Available", VpcName: v.Name,
+		CidrBlock: v.CIDR.String(), VRouterID: v.VRouterID, OwnerID: c.ownerID(), CreationTime: apiTime(c.created)}
+	j.Ipv6CidrBlocks.Ipv6CidrBlock = []ipv6CidrBlockJSON{}
+	if v.IPv6CIDR.IsValid() {
+		j.Ipv6CidrBlock, j.EnabledIpv6 = v.IPv6CIDR.String(), true
+		j.Ipv6CidrBlocks.Ipv6CidrBlock = append(j.Ipv6CidrBlocks.Ipv6CidrBlock, ipv6CidrBlockJSON{Ipv6CidrBlock: v.IPv6CIDR.String(), Ipv6Isp: "BGP"})
 	}
-	sort.Strings(out)
-	return out
+	j.VSwitchIDs.VSwitchID = v.vswitchIDs
+	j.RouterTableIDs.RouterTableIDs = []string{v.RouteTableID}
+	return j
 }
