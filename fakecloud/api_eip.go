@@ -112,9 +112,7 @@ type eipJSON struct {
 
 type describeEipAddressesResponse struct {
 	base
-	TotalCount   int `json:"TotalCount"`
-	PageNumber   int `json:"PageNumber"`
-	PageSize     int `json:"PageSize"`
+	pageNumbers
 	EipAddresses struct {
 		EipAddress []eipJSON `json:"EipAddress"`
 	} `json:"EipAddresses"`
@@ -137,7 +135,7 @@ func (c *Cloud) describeEipAddresses(x *call) (response, error) {
 		return nil, apiErr(400, "InvalidIAssociatedInstanceType.ValueNotSupported", "The specified value of AssociatedInstanceType is not supported.")
 	}
 	found := c.w.findEIPs(f, pg)
-	resp := &describeEipAddressesResponse{TotalCount: found.total, PageNumber: pg.number, PageSize: pg.size}
+	resp := &describeEipAddressesResponse{pageNumbers: numbersOf(pg, found)}
 	resp.EipAddresses.EipAddress = renderAll(found.items, c.eipJSON)
 	return resp, nil
 }

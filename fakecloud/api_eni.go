@@ -221,23 +221,28 @@ type describeENIAttrResponse struct {
 }
 
 func (c *Cloud) describeNetworkInterfaceAttribute(x *call) (response, error) {
-	id, err := required(x.p, "NetworkInterfaceId")
+	return describeOne(x, "NetworkInterfaceId", c.w.describeENI, func(e eniSnap) response {
+		return &describeENIAttrResponse{eniJSON: c.eniJSON(e)}
+	})
+}
+
+// describeOne is the shape of the Describe*Attribute actions: the ID in
+// parameter idParam, one lookup in the world, one rendering.
+func describeOne[S any](x *call, idParam string, find func(string) (S, error), render func(S) response) (response, error) {
+	id, err := required(x.p, idParam)
 	if err != nil {
 		return nil, err
 	}
-	e, err := c.w.describeENI(id)
+	s, err := find(id)
 	if err != nil {
 		return nil, err
 	}
-	return &describeENIAttrResponse{eniJSON: c.eniJSON(e)}, nil
+	return render(s), nil
 }
 
 type describeENIsResponse struct {
 	base
-	TotalCount           int    `json:"TotalCount"`
-	PageNumber           int    `json:"PageNumber,omitempty"`
-	PageSize             int    `json:"PageSize,omitempty"`
-	NextToken            string `json:"NextToken"`
+	pageMarks
 	NetworkInterfaceSets struct {
 		NetworkInterfaceSet []eniJSON `json:"NetworkInterfaceSet"`
 	} `json:"NetworkInterfaceSets"`
@@ -253,10 +258,7 @@ func (c *Cloud) describeNetworkInterfaces(x *call) (response, error) {
 		return nil, err
 	}
 	found := c.w.findENIs(f, pg)
-	resp := &describeENIsResponse{TotalCount: found.total, NextToken: found.next}
-	if !pg.token {
-		resp.PageNumber, resp.PageSize = pg.number, pg.size
-	}
+	resp := &describeENIsResponse{pageMarks: marksOf(pg, found)}
 	resp.NetworkInterfaceSets.NetworkInterfaceSet = renderAll(found.items, c.eniJSON)
 	return resp, nil
 }

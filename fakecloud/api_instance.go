@@ -154,11 +154,8 @@ func (c *Cloud) instanceENIJSON(e eniSnap) instanceENIJSON {
 
 type describeInstancesResponse struct {
 	base
-	TotalCount int    `json:"TotalCount"`
-	PageNumber int    `json:"PageNumber,omitempty"`
-	PageSize   int    `json:"PageSize,omitempty"`
-	NextToken  string `json:"NextToken"`
-	Instances  struct {
+	pageMarks
+	Instances struct {
 		Instance []instanceJSON `json:"Instance"`
 	} `json:"Instances"`
 }
@@ -223,10 +220,7 @@ func (c *Cloud) describeInstances(x *call) (response, error) {
 		return nil, apiErr(404, "InvalidStatus.NotFound", "The specified Status is not found")
 	}
 	found := c.w.findInstances(f, pg)
-	resp := &describeInstancesResponse{TotalCount: found.total, NextToken: found.next}
-	if !pg.token {
-		resp.PageNumber, resp.PageSize = pg.number, pg.size
-	}
+	resp := &describeInstancesResponse{pageMarks: marksOf(pg, found)}
 	resp.Instances.Instance = renderAll(found.items, func(in instanceSnap) instanceJSON { return c.instanceJSON(in, true) })
 	return resp, nil
 }
@@ -252,13 +246,7 @@ type describeInstanceAttributeResponse struct {
 }
 
 func (c *Cloud) describeInstanceAttribute(x *call) (response, error) {
-	id, err := required(x.p, "InstanceId")
-	if err != nil {
-		return nil, err
-	}
-	in, err := c.w.describeInstance(id)
-	if err != nil {
-		return nil, err
-	}
-	return &describeInstanceAttributeResponse{instanceJSON: c.instanceJSON(in, false)}, nil
+	return describeOne(x, "InstanceId", c.w.describeInstance, func(in instanceSnap) response {
+		return &describeInstanceAttributeResponse{instanceJSON: c.instanceJSON(in, false)}
+	})
 }

@@ -9,12 +9,10 @@ import (
 
 type describeRouteTableListResponse struct {
 	base
-	Success         bool   `json:"Success"`
-	Code            string `json:"Code"`
-	Message         string `json:"Message"`
-	TotalCount      int    `json:"TotalCount"`
-	PageNumber      int    `json:"PageNumber"`
-	PageSize        int    `json:"PageSize"`
+	Success bool   `json:"Success"`
+	Code    string `json:"Code"`
+	Message string `json:"Message"`
+	pageNumbers
 	RouterTableList struct {
 		RouterTableListType []routeTableJSON `json:"RouterTableListType"`
 	} `json:"RouterTableList"`
@@ -48,8 +46,7 @@ func (c *Cloud) describeRouteTableList(x *call) (response, error) {
 	f := routeTableFilter{vpc: p.String("VpcId"), table: p.String("RouteTableId"), vrouter: p.String("VRouterId"),
 		typ: p.String("RouteTableType")}
 	found := c.w.findRouteTables(f, pg)
-	resp := &describeRouteTableListResponse{Success: true, Code: "200", Message: "successful",
-		TotalCount: found.total, PageNumber: pg.number, PageSize: pg.size}
+	resp := &describeRouteTableListResponse{Success: true, Code: "200", Message: "successful", pageNumbers: numbersOf(pg, found)}
 	resp.RouterTableList.RouterTableListType = renderAll(found.items, c.routeTableJSON)
 	return resp, nil
 }

@@ -53,10 +53,8 @@ func (c *Cloud) ownerID() int64 {
 
 type describeVSwitchesResponse struct {
 	base
-	TotalCount int `json:"TotalCount"`
-	PageNumber int `json:"PageNumber"`
-	PageSize   int `json:"PageSize"`
-	VSwitches  struct {
+	pageNumbers
+	VSwitches struct {
 		VSwitch []vswitchJSON `json:"VSwitch"`
 	} `json:"VSwitches"`
 }
@@ -69,7 +67,7 @@ func (c *Cloud) describeVSwitches(x *call) (response, error) {
 	}
 	f := vswitchFilter{id: p.String("VSwitchId"), vpc: p.String("VpcId"), zone: p.String("ZoneId"), name: p.String("VSwitchName")}
 	found := c.w.findVSwitches(f, pg)
-	resp := &describeVSwitchesResponse{TotalCount: found.total, PageNumber: pg.number, PageSize: pg.size}
+	resp := &describeVSwitchesResponse{pageNumbers: numbersOf(pg, found)}
 	resp.VSwitches.VSwitch = renderAll(found.items, c.vswitchJSON)
 	return resp, nil
 }
@@ -80,15 +78,9 @@ type describeVSwitchAttributesResponse struct {
 }
 
 func (c *Cloud) describeVSwitchAttributes(x *call) (response, error) {
-	id, err := required(x.p, "VSwitchId")
-	if err != nil {
-		return nil, err
-	}
-	v, err := c.w.describeVSwitch(id)
-	if err != nil {
-		return nil, err
-	}
-	return &describeVSwitchAttributesResponse{vswitchJSON: c.vswitchJSON(v)}, nil
+	return describeOne(x, "VSwitchId", c.w.describeVSwitch, func(v vswitchSnap) response {
+		return &describeVSwitchAttributesResponse{vswitchJSON: c.vswitchJSON(v)}
+	})
 }
 
 type vpcJSON struct {
@@ -117,10 +109,8 @@ type vpcJSON struct {
 
 type describeVpcsResponse struct {
 	base
-	TotalCount int `json:"TotalCount"`
-	PageNumber int `json:"PageNumber"`
-	PageSize   int `json:"PageSize"`
-	Vpcs       struct {
+	pageNumbers
+	Vpcs struct {
 		Vpc []vpcJSON `json:"Vpc"`
 	} `json:"Vpcs"`
 }
@@ -137,7 +127,7 @@ func (c *Cloud) describeVpcs(x *call) (response, error) {
 		ids = append(ids, strings.Split(v, ",")...)
 	}
 	found := c.w.findVPCs(vpcFilter{ids: ids, name: p.String("VpcName")}, pg)
-	resp := &describeVpcsResponse{TotalCount: found.total, PageNumber: pg.number, PageSize: pg.size}
+	resp := &describeVpcsResponse{pageNumbers: numbersOf(pg, found)}
 	resp.Vpcs.Vpc = renderAll(found.items, c.vpcJSON)
 	return resp, nil
 }

@@ -95,3 +95,31 @@ func pageStart(number, size, n int) (int, bool) {
 	start := (number - 1) * size
 	return start, start < n
 }
+
+// pageNumbers are the paging fields of an answer paged by number.
+type pageNumbers struct {
+	TotalCount int `json:"TotalCount"`
+	PageNumber int `json:"PageNumber"`
+	PageSize   int `json:"PageSize"`
+}
+
+func numbersOf[S any](pg paging, found page[S]) pageNumbers {
+	return pageNumbers{TotalCount: found.total, PageNumber: pg.number, PageSize: pg.size}
+}
+
+// pageMarks are the paging fields of an answer paged by number or by
+// NextToken: the page's number and size only in the first case.
+type pageMarks struct {
+	TotalCount int    `json:"TotalCount"`
+	PageNumber int    `json:"PageNumber,omitempty"`
+	PageSize   int    `json:"PageSize,omitempty"`
+	NextToken  string `json:"NextToken"`
+}
+
+func marksOf[S any](pg paging, found page[S]) pageMarks {
+	m := pageMarks{TotalCount: found.total, NextToken: found.next}
+	if !pg.token {
+		m.PageNumber, m.PageSize = pg.number, pg.size
+	}
+	return m
+}

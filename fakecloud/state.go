@@ -29,6 +29,8 @@ type state struct {
 	macs      map[string]string        `json:"-"`
 	eipPool   *pool4                   `json:"-"`
 	byIP      map[netip.Addr]string    `json:"-"`
+	// tables are the persisted maps by journal record kind.
+	tables *[numKinds]table
 	// seqDirty records that Seq changed since the last journal write.
 	seqDirty bool
 }

@@ -62,11 +62,17 @@ func (w *world) routeTableInfoLocked(tableID string) RouteTableInfo {
 func (w *world) eniView(id string) (ENIView, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	e := w.st.ENIs[id]
-	if e == nil {
-		return ENIView{}, false
+	return viewOf(w.st.ENIs[id], w.eniViewLocked)
+}
+
+// viewOf returns view(x), false when x is nil (the record does not
+// exist).
+func viewOf[T, V any](x *T, view func(*T) V) (V, bool) {
+	if x == nil {
+		var none V
+		return none, false
 	}
-	return w.eniViewLocked(e), true
+	return view(x), true
 }
 
 // eniViews returns views of all ENIs, ordered by ID.
@@ -108,11 +114,7 @@ func (w *world) vswitchViews() []VSwitchView {
 func (w *world) instanceView(id string) (InstanceInfo, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	in := w.st.Instances[id]
-	if in == nil {
-		return InstanceInfo{}, false
-	}
-	return w.instanceInfoLocked(in), true
+	return viewOf(w.st.Instances[id], w.instanceInfoLocked)
 }
 
 // instanceViews returns views of all instances, ordered by ID.

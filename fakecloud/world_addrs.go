@@ -65,10 +65,16 @@ func (w *world) addressableENILocked(id string) (*eni, error) {
 	if err != nil {
 		return nil, err
 	}
+	return e, checkAddressable(e)
+}
+
+// checkAddressable refuses address changes on an ENI that is neither
+// Available nor InUse.
+func checkAddressable(e *eni) error {
 	if e.Status != ENIAvailable && e.Status != ENIInUse {
-		return nil, errENIState(e.ID, "Available or InUse", e.Status)
+		return errENIState(e.ID, "Available or InUse", e.Status)
 	}
-	return e, nil
+	return nil
 }
 
 // addrAssign is an Assign(PrivateIp|Ipv6)Addresses request: explicit
@@ -148,32 +154,30 @@ func (w *world) claimAddrsLocked(f ipFamily, e *eni, r addrAssign) ([]netip.Addr
 // unassignAddrs returns addresses of family f of an ENI to its vSwitch;
 // instance metadata keeps listing them for the metadata lag.
 func (w *world) unassignAddrs(f ipFamily, id string, addrs []netip.Addr) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	e, err := w.addressableENILocked(id)
-	if err != nil {
-		return err
-	}
-	recs := f.recs(e)
-	for _, a := range addrs {
-		if !slices.ContainsFunc(*recs, func(r addrRec) bool { return r.Addr == a }) {
-			return apiErr(403, CodeIPUnassigned, "The specified IP %q is not assigned on this ENI.", a)
+	return w.changeENI(id, func(e *eni) error {
+		if err := checkAddressable(e); err != nil {
+			return err
 		}
-	}
-	v := w.st.VSwitches[e.VSwitchID]
-	now := w.now()
-	gone := f.gone(e)
-	*gone = slices.DeleteFunc(*gone, func(r addrRec) bool { return w.metadataGoneExpired(r, now) })
-	for _, a := range addrs {
-		*recs = slices.DeleteFunc(*recs, func(r addrRec) bool { return r.Addr == a })
-		*gone = append(*gone, addrRec{Addr: a, At: now})
-		if f.v6 {
-			v.pool6.release(a)
-		} else {
-			v.pool4.release(a)
+		recs := f.recs(e)
+		for _, a := range addrs {
+			if !slices.ContainsFunc(*recs, func(r addrRec) bool { return r.Addr == a }) {
+				return apiErr(403, CodeIPUnassigned, "The specified IP %q is not assigned on this ENI.", a)
+			}
 		}
-	}
-	w.dirty.eni(id)
-	w.pushAddressesLocked(e)
-	return w.commitLocked()
+		v := w.st.VSwitches[e.VSwitchID]
+		now := w.now()
+		gone := f.gone(e)
+		*gone = slices.DeleteFunc(*gone, func(r addrRec) bool { return w.metadataGoneExpired(r, now) })
+		for _, a := range addrs {
+			*recs = slices.DeleteFunc(*recs, func(r addrRec) bool { return r.Addr == a })
+			*gone = append(*gone, addrRec{Addr: a, At: now})
+			if f.v6 {
+				v.pool6.release(a)
+			} else {
+				v.pool4.release(a)
+			}
+		}
+		w.pushAddressesLocked(e)
+		return nil
+	})
 }

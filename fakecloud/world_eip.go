@@ -42,22 +42,33 @@ type eipAssociate struct {
 // associateEIP starts binding an Available EIP; it is InUse once the EIP
 // delay has passed.
 func (w *world) associateEIP(r eipAssociate) error {
+	return w.changeEIP(r.id, EIPAvailable, func(e *eip) error {
+		nic, priv, err := w.eipTargetLocked(r)
+		if err != nil {
+			return err
+		}
+		if w.eipOnLocked(nic.ID, priv) != nil {
+			return apiErr(400, CodeAssociationDuplicated, "Specified instance already is associated.")
+		}
+		e.Status, e.InstanceID, e.InstanceType, e.PrivateIP = EIPAssociating, r.target, r.targetType, priv
+		e.Due = w.scheduleLocked(eipKey(r.id), w.st.Spec.Settings.EIPDelay.D())
+		return nil
+	})
+}
+
+// changeEIP runs change on EIP id, which must be in status want, under
+// the lock and journals the EIP when change succeeds.
+func (w *world) changeEIP(id, want string, change func(e *eip) error) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	e, err := w.eipInStatusLocked(r.id, EIPAvailable)
+	e, err := w.eipInStatusLocked(id, want)
 	if err != nil {
 		return err
 	}
-	nic, priv, err := w.eipTargetLocked(r)
-	if err != nil {
+	if err := change(e); err != nil {
 		return err
 	}
-	if w.eipOnLocked(nic.ID, priv) != nil {
-		return apiErr(400, CodeAssociationDuplicated, "Specified instance already is associated.")
-	}
-	e.Status, e.InstanceID, e.InstanceType, e.PrivateIP = EIPAssociating, r.target, r.targetType, priv
-	e.Due = w.scheduleLocked(eipKey(r.id), w.st.Spec.Settings.EIPDelay.D())
-	w.dirty.eip(r.id)
+	w.dirty.eip(id)
 	return w.commitLocked()
 }
 
@@ -116,33 +127,23 @@ func (w *world) eipOnLocked(eniID string, a netip.Addr) *eip {
 
 // unassociateEIP starts unbinding an InUse EIP from target.
 func (w *world) unassociateEIP(id, target string) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	e, err := w.eipInStatusLocked(id, EIPInUse)
-	if err != nil {
-		return err
-	}
-	if e.InstanceID != target {
-		return apiErr(404, "InvalidBindInstance.NotFound", "The specified bind instance does not exist.")
-	}
-	e.Status = EIPUnassociating
-	e.Due = w.scheduleLocked(eipKey(id), w.st.Spec.Settings.EIPDelay.D())
-	w.dirty.eip(id)
-	return w.commitLocked()
+	return w.changeEIP(id, EIPInUse, func(e *eip) error {
+		if e.InstanceID != target {
+			return apiErr(404, "InvalidBindInstance.NotFound", "The specified bind instance does not exist.")
+		}
+		e.Status = EIPUnassociating
+		e.Due = w.scheduleLocked(eipKey(id), w.st.Spec.Settings.EIPDelay.D())
+		return nil
+	})
 }
 
 // releaseEIP returns an Available EIP to the pool.
 func (w *world) releaseEIP(id string) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	e, err := w.eipInStatusLocked(id, EIPAvailable)
-	if err != nil {
-		return err
-	}
-	w.st.eipPool.release(e.Address)
-	delete(w.st.EIPs, id)
-	w.dirty.eip(id)
-	return w.commitLocked()
+	return w.changeEIP(id, EIPAvailable, func(e *eip) error {
+		w.st.eipPool.release(e.Address)
+		delete(w.st.EIPs, id)
+		return nil
+	})
 }
 
 // eipFilter is what DescribeEipAddresses selects by; empty fields match

@@ -208,42 +208,52 @@ func (w *world) eniLocked(id string) (*eni, error) {
 	return e, nil
 }
 
-// eniAndInstanceLocked looks up the ENI and the instance of an attach or
-// detach. An unknown ENI is reported before a missing InstanceId, the
-// order fakecloud has always answered in.
-func (w *world) eniAndInstanceLocked(eniID, instID string) (*eni, *instance, error) {
-	e, err := w.eniLocked(eniID)
+// changeENI runs change on ENI id under the lock and journals the ENI
+// when change succeeds.
+func (w *world) changeENI(id string, change func(e *eni) error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, err := w.eniLocked(id)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
+	if err := change(e); err != nil {
+		return err
+	}
+	w.dirty.eni(e.ID)
+	return w.commitLocked()
+}
+
+// hotplugTargetLocked looks up the instance of an attach or detach. It
+// is looked up after the ENI: an unknown ENI is reported before a missing
+// InstanceId, the order fakecloud has always answered in.
+func (w *world) hotplugTargetLocked(instID string) (*instance, error) {
 	if instID == "" {
-		return nil, nil, errMissing("InstanceId")
+		return nil, errMissing("InstanceId")
 	}
 	in := w.st.Instances[instID]
 	if in == nil {
-		return nil, nil, errEcsNotFound(instID)
+		return nil, errEcsNotFound(instID)
 	}
-	return e, in, nil
+	return in, nil
 }
 
 // attachENI starts attaching an Available ENI to an instance; it is InUse
 // once the attach delay has passed and the hypervisor has plugged it.
 func (w *world) attachENI(eniID, instID string) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	e, in, err := w.eniAndInstanceLocked(eniID, instID)
-	if err != nil {
-		return err
-	}
-	if err := w.checkAttachLocked(e, in); err != nil {
-		return err
-	}
-	attached := w.st.enisOf(in.ID)
-	e.Status, e.InstanceID, e.DeviceIndex = ENIAttaching, in.ID, freeDeviceIndex(attached)
-	e.StaleInstanceID, e.StaleUntil = "", time.Time{}
-	e.Due = w.scheduleLocked(eniKey(e.ID), w.st.Spec.Settings.AttachDelay.D())
-	w.dirty.eni(e.ID)
-	return w.commitLocked()
+	return w.changeENI(eniID, func(e *eni) error {
+		in, err := w.hotplugTargetLocked(instID)
+		if err != nil {
+			return err
+		}
+		if err := w.checkAttachLocked(e, in); err != nil {
+			return err
+		}
+		e.Status, e.InstanceID, e.DeviceIndex = ENIAttaching, in.ID, freeDeviceIndex(w.st.enisOf(in.ID))
+		e.StaleInstanceID, e.StaleUntil = "", time.Time{}
+		e.Due = w.scheduleLocked(eniKey(e.ID), w.st.Spec.Settings.AttachDelay.D())
+		return nil
+	})
 }
 
 // checkAttachLocked refuses the attaches ECS refuses.
@@ -296,48 +306,42 @@ func freeDeviceIndex(attached []*eni) int {
 
 // detachENI starts detaching an InUse ENI from its instance.
 func (w *world) detachENI(eniID, instID string) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	e, in, err := w.eniAndInstanceLocked(eniID, instID)
-	if err != nil {
-		return err
-	}
-	if e.Type == ENITypePrimary {
-		return apiErr(400, CodeDetachPrimary, "The primary ENI %s cannot be detached.", e.ID)
-	}
-	if e.InstanceID != "" && e.InstanceID != in.ID {
-		return apiErr(400, "InvalidParameter.EniNotBelongEcs", "ENI %s is not attached to instance %s.", e.ID, in.ID)
-	}
-	if e.Status != ENIInUse {
-		return errENIState(e.ID, ENIInUse, e.Status)
-	}
-	if err := w.checkHotplugLocked(in); err != nil {
-		return err
-	}
-	e.Status = ENIDetaching
-	e.Due = w.scheduleLocked(eniKey(e.ID), w.st.Spec.Settings.DetachDelay.D())
-	w.dirty.eni(e.ID)
-	return w.commitLocked()
+	return w.changeENI(eniID, func(e *eni) error {
+		in, err := w.hotplugTargetLocked(instID)
+		if err != nil {
+			return err
+		}
+		if e.Type == ENITypePrimary {
+			return apiErr(400, CodeDetachPrimary, "The primary ENI %s cannot be detached.", e.ID)
+		}
+		if e.InstanceID != "" && e.InstanceID != in.ID {
+			return apiErr(400, "InvalidParameter.EniNotBelongEcs", "ENI %s is not attached to instance %s.", e.ID, in.ID)
+		}
+		if e.Status != ENIInUse {
+			return errENIState(e.ID, ENIInUse, e.Status)
+		}
+		if err := w.checkHotplugLocked(in); err != nil {
+			return err
+		}
+		e.Status = ENIDetaching
+		e.Due = w.scheduleLocked(eniKey(e.ID), w.st.Spec.Settings.DetachDelay.D())
+		return nil
+	})
 }
 
 // deleteENI starts deleting an Available secondary ENI.
 func (w *world) deleteENI(id string) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	e, err := w.eniLocked(id)
-	if err != nil {
-		return err
-	}
-	if e.Type == ENITypePrimary {
-		return apiErr(403, CodeInvalidENIType, "The primary ENI %s cannot be deleted.", id)
-	}
-	if e.Status != ENIAvailable {
-		return errENIState(id, ENIAvailable, e.Status)
-	}
-	e.Status = ENIDeleting
-	e.Due = w.scheduleLocked(eniKey(id), w.st.Spec.Settings.DeleteDelay.D())
-	w.dirty.eni(id)
-	return w.commitLocked()
+	return w.changeENI(id, func(e *eni) error {
+		if e.Type == ENITypePrimary {
+			return apiErr(403, CodeInvalidENIType, "The primary ENI %s cannot be deleted.", id)
+		}
+		if e.Status != ENIAvailable {
+			return errENIState(id, ENIAvailable, e.Status)
+		}
+		e.Status = ENIDeleting
+		e.Due = w.scheduleLocked(eniKey(id), w.st.Spec.Settings.DeleteDelay.D())
+		return nil
+	})
 }
 
 // eniModify is a ModifyNetworkInterfaceAttribute request; nil fields (and
@@ -352,25 +356,20 @@ type eniModify struct {
 
 // modifyENI changes the attributes of an ENI.
 func (w *world) modifyENI(id string, m eniModify) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	e, err := w.eniLocked(id)
-	if err != nil {
-		return err
-	}
-	if err := w.checkModifyLocked(e, m); err != nil {
-		return err
-	}
-	setIf(&e.Name, m.name)
-	setIf(&e.Description, m.description)
-	if len(m.securityGroups) > 0 {
-		e.SecurityGroups = m.securityGroups
-	}
-	setIf(&e.DeleteOnRelease, m.deleteOnRelease)
-	setIf(&e.SourceDestCheck, m.sourceDestCheck)
-	setIf(&e.QueueNumber, m.queues)
-	w.dirty.eni(id)
-	return w.commitLocked()
+	return w.changeENI(id, func(e *eni) error {
+		if err := w.checkModifyLocked(e, m); err != nil {
+			return err
+		}
+		setIf(&e.Name, m.name)
+		setIf(&e.Description, m.description)
+		if len(m.securityGroups) > 0 {
+			e.SecurityGroups = m.securityGroups
+		}
+		setIf(&e.DeleteOnRelease, m.deleteOnRelease)
+		setIf(&e.SourceDestCheck, m.sourceDestCheck)
+		setIf(&e.QueueNumber, m.queues)
+		return nil
+	})
 }
 
 // setIf sets *dst to *v when v is not nil.

@@ -72,22 +72,33 @@ func (w *world) instanceLocked(id string) (*instance, error) {
 // setInstanceStatus moves an instance from status from to status to and
 // tells the hypervisor.
 func (w *world) setInstanceStatus(id, from, to string) error {
+	return w.changeInstance(id, func(in *instance) error {
+		if in.Status != from {
+			return apiErr(403, "IncorrectInstanceStatus", "The current status of the resource does not support this operation: %s is %s.", id, in.Status)
+		}
+		in.Status = to
+		if to == StatusRunning {
+			w.pushInstanceLocked("InstanceStarted", in, w.hv.InstanceStarted)
+		} else {
+			w.pushInstanceLocked("InstanceStopped", in, w.hv.InstanceStopped)
+		}
+		return nil
+	})
+}
+
+// changeInstance runs change on instance id under the lock and journals
+// the instance when change succeeds.
+func (w *world) changeInstance(id string, change func(in *instance) error) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	in, err := w.instanceLocked(id)
 	if err != nil {
 		return err
 	}
-	if in.Status != from {
-		return apiErr(403, "IncorrectInstanceStatus", "The current status of the resource does not support this operation: %s is %s.", id, in.Status)
+	if err := change(in); err != nil {
+		return err
 	}
-	in.Status = to
 	w.dirty.instance(id)
-	if to == StatusRunning {
-		w.pushInstanceLocked("InstanceStarted", in, w.hv.InstanceStarted)
-	} else {
-		w.pushInstanceLocked("InstanceStopped", in, w.hv.InstanceStopped)
-	}
 	return w.commitLocked()
 }
 
@@ -102,35 +113,30 @@ func (w *world) pushInstanceLocked(event string, in *instance, call func(context
 // primary ENI is deleted with the instance, and so are route entries
 // whose next hop it was.
 func (w *world) releaseInstance(id string) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	in, err := w.instanceLocked(id)
-	if err != nil {
-		return err
-	}
-	info := w.instanceInfoLocked(in)
-	for _, e := range w.st.enisOf(id) {
-		if e.Type == ENITypePrimary || e.DeleteOnRelease {
-			w.removeENILocked(e)
-			continue
+	return w.changeInstance(id, func(in *instance) error {
+		info := w.instanceInfoLocked(in)
+		for _, e := range w.st.enisOf(id) {
+			if e.Type == ENITypePrimary || e.DeleteOnRelease {
+				w.removeENILocked(e)
+				continue
+			}
+			e.Status, e.InstanceID, e.DeviceIndex, e.Due = ENIAvailable, "", 0, time.Time{}
+			e.StaleInstanceID, e.StaleUntil = "", time.Time{}
+			w.dirty.eni(e.ID)
 		}
-		e.Status, e.InstanceID, e.DeviceIndex, e.Due = ENIAvailable, "", 0, time.Time{}
-		e.StaleInstanceID, e.StaleUntil = "", time.Time{}
-		w.dirty.eni(e.ID)
-	}
-	w.removeRoutesViaLocked(id)
-	if p := w.st.ENIs[in.PrimaryENI]; p != nil {
-		w.removeENILocked(p)
-	}
-	for a, iid := range w.st.byIP {
-		if iid == id {
-			delete(w.st.byIP, a)
+		w.removeRoutesViaLocked(id)
+		if p := w.st.ENIs[in.PrimaryENI]; p != nil {
+			w.removeENILocked(p)
 		}
-	}
-	delete(w.st.Instances, id)
-	w.dirty.instance(id)
-	w.hooks.push(hookEvent{name: "InstanceReleased " + id, call: func(ctx context.Context) error { return w.hv.InstanceReleased(ctx, info) }})
-	return w.commitLocked()
+		for a, iid := range w.st.byIP {
+			if iid == id {
+				delete(w.st.byIP, a)
+			}
+		}
+		delete(w.st.Instances, id)
+		w.hooks.push(hookEvent{name: "InstanceReleased " + id, call: func(ctx context.Context) error { return w.hv.InstanceReleased(ctx, info) }})
+		return nil
+	})
 }
 
 // removeRoutesViaLocked deletes the route entries whose next hop is id.

@@ -53,10 +53,10 @@ func (w *world) metadataTokensRequired(inst string) bool {
 func (w *world) metadata(inst string) (instanceMeta, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	in := w.st.Instances[inst]
-	if in == nil {
-		return instanceMeta{}, false
-	}
+	return viewOf(w.st.Instances[inst], w.metadataLocked)
+}
+
+func (w *world) metadataLocked(in *instance) instanceMeta {
 	prim := w.st.ENIs[in.PrimaryENI]
 	m := instanceMeta{instance: in.clone(), vpcCIDR: w.st.VPCs[in.VPCID].CIDR,
 		vswitchCIDR: w.st.VSwitches[in.VSwitchID].CIDR, primaryIP: prim.PrimaryIP, mac: prim.MAC}
@@ -67,7 +67,7 @@ func (w *world) metadata(inst string) (instanceMeta, bool) {
 		em.IPv6 = w.metadataAddrsLocked(e.IPv6, e.Gone6)
 		m.enis = append(m.enis, em)
 	}
-	return m, true
+	return m
 }
 
 // metadataENIsLocked lists the ENIs an instance's metadata shows now:
