@@ -20,54 +20,78 @@ func (c *Cloud) adminMux() *http.ServeMux {
 	m.HandleFunc("GET /fakecloud/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})
-	m.HandleFunc("GET /fakecloud/world", c.admin(func(*http.Request) (any, error) { return c.World(), nil }))
-	m.HandleFunc("GET /fakecloud/instance-types", c.admin(func(*http.Request) (any, error) { return c.InstanceTypes(), nil }))
-	m.HandleFunc("GET /fakecloud/calls", c.admin(func(*http.Request) (any, error) { return c.Calls(), nil }))
-	m.HandleFunc("DELETE /fakecloud/calls", c.admin(func(*http.Request) (any, error) { c.ResetCalls(); return nil, nil }))
-	m.HandleFunc("GET /fakecloud/settings", c.admin(func(*http.Request) (any, error) { return c.Settings(), nil }))
-	m.HandleFunc("PUT /fakecloud/settings", c.admin(func(r *http.Request) (any, error) {
-		s := c.Settings()
-		if err := decodeStrict(r, &s); err != nil {
-			return nil, err
-		}
-		return s, c.UpdateSettings(s)
-	}))
-	m.HandleFunc("GET /fakecloud/faults", c.admin(func(*http.Request) (any, error) { return c.Faults(), nil }))
-	m.HandleFunc("POST /fakecloud/faults", c.admin(func(r *http.Request) (any, error) {
-		var f Fault
-		if err := decodeStrict(r, &f); err != nil {
-			return nil, err
-		}
-		name, err := c.AddFault(f)
-		return map[string]string{"name": name}, err
-	}))
-	m.HandleFunc("DELETE /fakecloud/faults", c.admin(func(*http.Request) (any, error) { c.ClearFaults(); return nil, nil }))
-	m.HandleFunc("DELETE /fakecloud/faults/{name}", c.admin(func(r *http.Request) (any, error) {
-		if !c.RemoveFault(r.PathValue("name")) {
-			return nil, errNotFound("no fault named " + r.PathValue("name"))
-		}
-		return nil, nil
-	}))
-	m.HandleFunc("POST /fakecloud/instances", c.admin(func(r *http.Request) (any, error) {
-		var s InstanceSpec
-		if err := decodeStrict(r, &s); err != nil {
-			return nil, err
-		}
-		return c.AddInstance(s)
-	}))
-	m.HandleFunc("POST /fakecloud/instances/{id}/{op}", c.admin(func(r *http.Request) (any, error) {
-		id := r.PathValue("id")
-		switch r.PathValue("op") {
-		case "stop":
-			return nil, c.StopInstance(id)
-		case "start":
-			return nil, c.StartInstance(id)
-		case "release":
-			return nil, c.ReleaseInstance(id)
-		}
-		return nil, errNotFound("unknown instance operation " + r.PathValue("op") + " (stop, start, release)")
-	}))
+	routes := []struct {
+		pattern string
+		handle  adminHandler
+	}{
+		{"GET /fakecloud/world", func(*http.Request) (any, error) { return c.World(), nil }},
+		{"GET /fakecloud/instance-types", func(*http.Request) (any, error) { return c.InstanceTypes(), nil }},
+		{"GET /fakecloud/calls", func(*http.Request) (any, error) { return c.Calls(), nil }},
+		{"DELETE /fakecloud/calls", func(*http.Request) (any, error) { c.ResetCalls(); return nil, nil }},
+		{"GET /fakecloud/settings", func(*http.Request) (any, error) { return c.Settings(), nil }},
+		{"PUT /fakecloud/settings", c.putSettings},
+		{"GET /fakecloud/faults", func(*http.Request) (any, error) { return c.Faults(), nil }},
+		{"POST /fakecloud/faults", c.postFault},
+		{"DELETE /fakecloud/faults", func(*http.Request) (any, error) { c.ClearFaults(); return nil, nil }},
+		{"DELETE /fakecloud/faults/{name}", c.deleteFault},
+		{"POST /fakecloud/instances", c.postInstance},
+		{"POST /fakecloud/instances/{id}/{op}", c.instanceOp},
+	}
+	for _, r := range routes {
+		m.HandleFunc(r.pattern, c.admin(r.handle))
+	}
 	return m
+}
+
+// adminHandler serves one admin route: what it returns is the JSON answer
+// (nil: 204 No Content).
+type adminHandler func(*http.Request) (any, error)
+
+// putSettings merges a partial settings document onto the current ones.
+func (c *Cloud) putSettings(r *http.Request) (any, error) {
+	s := c.Settings()
+	if err := decodeStrict(r, &s); err != nil {
+		return nil, err
+	}
+	return s, c.UpdateSettings(s)
+}
+
+func (c *Cloud) postFault(r *http.Request) (any, error) {
+	var f Fault
+	if err := decodeStrict(r, &f); err != nil {
+		return nil, err
+	}
+	name, err := c.AddFault(f)
+	return map[string]string{"name": name}, err
+}
+
+func (c *Cloud) deleteFault(r *http.Request) (any, error) {
+	if !c.RemoveFault(r.PathValue("name")) {
+		return nil, errNotFound("no fault named " + r.PathValue("name"))
+	}
+	return nil, nil
+}
+
+func (c *Cloud) postInstance(r *http.Request) (any, error) {
+	var s InstanceSpec
+	if err := decodeStrict(r, &s); err != nil {
+		return nil, err
+	}
+	return c.AddInstance(s)
+}
+
+// instanceOp stops, starts or releases an instance.
+func (c *Cloud) instanceOp(r *http.Request) (any, error) {
+	id := r.PathValue("id")
+	switch r.PathValue("op") {
+	case "stop":
+		return nil, c.StopInstance(id)
+	case "start":
+		return nil, c.StartInstance(id)
+	case "release":
+		return nil, c.ReleaseInstance(id)
+	}
+	return nil, errNotFound("unknown instance operation " + r.PathValue("op") + " (stop, start, release)")
 }
 
 type errNotFound string
@@ -75,7 +99,7 @@ type errNotFound string
 func (e errNotFound) Error() string { return string(e) }
 
 // admin wraps a JSON admin handler with authentication and encoding.
-func (c *Cloud) admin(h func(*http.Request) (any, error)) http.HandlerFunc {
+func (c *Cloud) admin(h adminHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if c.adminToken == "" {
 			adminError(w, http.StatusForbidden, "the admin API is disabled: start fakecloud with --admin-token")

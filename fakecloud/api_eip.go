@@ -69,23 +69,17 @@ func (c *Cloud) associateEipAddress(x *call) (response, error) {
 }
 
 func (c *Cloud) unassociateEipAddress(x *call) (response, error) {
-	id, err := required(x.p, "AllocationId")
-	if err != nil {
-		return nil, err
-	}
-	target, err := required(x.p, "InstanceId")
-	if err != nil {
-		return nil, err
-	}
-	return ack(c.w.unassociateEIP(id, target))
+	return changeByID(x, "AllocationId", func(id string) error {
+		target, err := required(x.p, "InstanceId")
+		if err != nil {
+			return err
+		}
+		return c.w.unassociateEIP(id, target)
+	})
 }
 
 func (c *Cloud) releaseEipAddress(x *call) (response, error) {
-	id, err := required(x.p, "AllocationId")
-	if err != nil {
-		return nil, err
-	}
-	return ack(c.w.releaseEIP(id))
+	return changeByID(x, "AllocationId", c.w.releaseEIP)
 }
 
 type eipJSON struct {

@@ -144,27 +144,15 @@ func noDuplicates(addrs []netip.Addr, extra netip.Addr) error {
 }
 
 func (c *Cloud) attachNetworkInterface(x *call) (response, error) {
-	id, err := required(x.p, "NetworkInterfaceId")
-	if err != nil {
-		return nil, err
-	}
-	return ack(c.w.attachENI(id, x.p.String("InstanceId")))
+	return changeByID(x, "NetworkInterfaceId", func(id string) error { return c.w.attachENI(id, x.p.String("InstanceId")) })
 }
 
 func (c *Cloud) detachNetworkInterface(x *call) (response, error) {
-	id, err := required(x.p, "NetworkInterfaceId")
-	if err != nil {
-		return nil, err
-	}
-	return ack(c.w.detachENI(id, x.p.String("InstanceId")))
+	return changeByID(x, "NetworkInterfaceId", func(id string) error { return c.w.detachENI(id, x.p.String("InstanceId")) })
 }
 
 func (c *Cloud) deleteNetworkInterface(x *call) (response, error) {
-	id, err := required(x.p, "NetworkInterfaceId")
-	if err != nil {
-		return nil, err
-	}
-	return ack(c.w.deleteENI(id))
+	return changeByID(x, "NetworkInterfaceId", c.w.deleteENI)
 }
 
 func (c *Cloud) modifyNetworkInterfaceAttribute(x *call) (response, error) {

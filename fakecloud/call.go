@@ -47,6 +47,16 @@ func ack(err error) (response, error) {
 	return &base{}, nil
 }
 
+// changeByID is the shape of the actions that change one resource, named
+// by parameter idParam, and answer only their RequestId.
+func changeByID(x *call, idParam string, change func(id string) error) (response, error) {
+	id, err := required(x.p, idParam)
+	if err != nil {
+		return nil, err
+	}
+	return ack(change(id))
+}
+
 // rawResponse is a stored answer replayed with a new RequestId.
 type rawResponse struct {
 	body map[string]json.RawMessage

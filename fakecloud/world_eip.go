@@ -59,17 +59,7 @@ func (w *world) associateEIP(r eipAssociate) error {
 // changeEIP runs change on EIP id, which must be in status want, under
 // the lock and journals the EIP when change succeeds.
 func (w *world) changeEIP(id, want string, change func(e *eip) error) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	e, err := w.eipInStatusLocked(id, want)
-	if err != nil {
-		return err
-	}
-	if err := change(e); err != nil {
-		return err
-	}
-	w.dirty.eip(id)
-	return w.commitLocked()
+	return changeOne(w, func() (*eip, error) { return w.eipInStatusLocked(id, want) }, change, func() { w.dirty.eip(id) })
 }
 
 // eipTargetLocked finds the ENI and the address an association binds to.

@@ -211,16 +211,22 @@ func (w *world) eniLocked(id string) (*eni, error) {
 // changeENI runs change on ENI id under the lock and journals the ENI
 // when change succeeds.
 func (w *world) changeENI(id string, change func(e *eni) error) error {
+	return changeOne(w, func() (*eni, error) { return w.eniLocked(id) }, change, func() { w.dirty.eni(id) })
+}
+
+// changeOne is the shape of a change to one record: under the lock, find
+// it, change it, and journal it (mark) when the change succeeds.
+func changeOne[T any](w *world, find func() (*T, error), change func(*T) error, mark func()) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	e, err := w.eniLocked(id)
+	x, err := find()
 	if err != nil {
 		return err
 	}
-	if err := change(e); err != nil {
+	if err := change(x); err != nil {
 		return err
 	}
-	w.dirty.eni(e.ID)
+	mark()
 	return w.commitLocked()
 }
 

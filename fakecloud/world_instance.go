@@ -89,17 +89,7 @@ func (w *world) setInstanceStatus(id, from, to string) error {
 // changeInstance runs change on instance id under the lock and journals
 // the instance when change succeeds.
 func (w *world) changeInstance(id string, change func(in *instance) error) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	in, err := w.instanceLocked(id)
-	if err != nil {
-		return err
-	}
-	if err := change(in); err != nil {
-		return err
-	}
-	w.dirty.instance(id)
-	return w.commitLocked()
+	return changeOne(w, func() (*instance, error) { return w.instanceLocked(id) }, change, func() { w.dirty.instance(id) })
 }
 
 // pushInstanceLocked queues an instance event for the hypervisor.
