@@ -364,16 +364,6 @@ func (st *state) newMAC() string {
 	}
 }
 
-// sortedENIs returns ENIs ordered by ID, the order Describe pages in.
-func (st *state) sortedENIs() []*eni {
-	out := make([]*eni, 0, len(st.ENIs))
-	for _, e := range st.ENIs {
-		out = append(out, e)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
-}
-
 // enisOf returns the ENIs attached (or attaching/detaching) to an
 // instance, ordered by device index.
 func (st *state) enisOf(instanceID string) []*eni {

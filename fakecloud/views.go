@@ -79,11 +79,8 @@ func viewOf[T, V any](x *T, view func(*T) V) (V, bool) {
 func (w *world) eniViews() []ENIView {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := make([]ENIView, 0, len(w.st.ENIs))
-	for _, e := range w.st.sortedENIs() {
-		out = append(out, w.eniViewLocked(e))
-	}
-	return out
+	all := paging{token: true, size: len(w.st.ENIs)} // one page holding every ENI
+	return pageLocked(w.st.ENIs, func(*eni) bool { return true }, func(e *eni) string { return e.ID }, all, w.eniViewLocked).items
 }
 
 func (w *world) eniViewLocked(e *eni) ENIView {

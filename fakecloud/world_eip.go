@@ -147,10 +147,11 @@ type eipFilter struct {
 func (w *world) findEIPs(f eipFilter, pg paging) page[eip] {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	keep := func(e *eip) bool {
-		return (len(f.ids) == 0 || slices.Contains(f.ids, e.ID)) && (f.address == "" || f.address == e.Address.String()) &&
-			(f.status == "" || f.status == e.Status) && (f.boundType == "" || f.boundType == e.InstanceType) &&
-			(f.boundTo == "" || f.boundTo == e.InstanceID)
-	}
-	return pageLocked(w.st.EIPs, keep, func(e *eip) string { return e.ID }, pg, copyOf[eip])
+	return pageLocked(w.st.EIPs, f.match, func(e *eip) string { return e.ID }, pg, copyOf[eip])
+}
+
+func (f eipFilter) match(e *eip) bool {
+	return (len(f.ids) == 0 || slices.Contains(f.ids, e.ID)) && (f.address == "" || f.address == e.Address.String()) &&
+		(f.status == "" || f.status == e.Status) && (f.boundType == "" || f.boundType == e.InstanceType) &&
+		(f.boundTo == "" || f.boundTo == e.InstanceID)
 }

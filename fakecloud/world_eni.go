@@ -412,16 +412,13 @@ func (w *world) checkModifyLocked(e *eni, m eniModify) error {
 // describeENI returns one ENI, unless it does not exist or is still
 // hidden by eventual consistency.
 func (w *world) describeENI(id string) (eniSnap, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	e, err := w.eniLocked(id)
-	if err != nil {
-		return eniSnap{}, err
-	}
-	if !w.visibleLocked(e) {
-		return eniSnap{}, errENINotFound(e.ID)
-	}
-	return w.eniSnapLocked(e), nil
+	return readOne(w, func() (*eni, error) {
+		e, err := w.eniLocked(id)
+		if err == nil && !w.visibleLocked(e) {
+			err = errENINotFound(e.ID)
+		}
+		return e, err
+	}, w.eniSnapLocked)
 }
 
 // visibleLocked models eventual consistency, when a world opts in: an ENI

@@ -51,13 +51,9 @@ func (w *world) findInstances(f instanceFilter, pg paging) page[instanceSnap] {
 
 // describeInstance returns one instance, without its ENIs.
 func (w *world) describeInstance(id string) (instanceSnap, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	in, err := w.instanceLocked(id)
-	if err != nil {
-		return instanceSnap{}, err
-	}
-	return w.instanceSnapLocked(in, false), nil
+	return readOne(w, func() (*instance, error) { return w.instanceLocked(id) }, func(in *instance) instanceSnap {
+		return w.instanceSnapLocked(in, false)
+	})
 }
 
 // instanceLocked looks an instance up.

@@ -115,10 +115,12 @@ func (w *world) findRoutes(table string, f routeFilter, pg paging) (page[routeEn
 	if w.vpcByTableLocked(table) == nil {
 		return page[routeEntry]{}, apiErr(400, CodeRouteTableNotFoundList, "The specified RouteTable was not found.")
 	}
-	keep := func(r *routeEntry) bool {
-		return r.TableID == table && (f.id == "" || f.id == r.ID) && (f.name == "" || f.name == r.Name) &&
-			(f.destination == "" || f.destination == r.Destination.String()) && (f.typ == "" || f.typ == r.Type) &&
-			(f.hop == "" || f.hop == r.NextHopID) && (f.hopType == "" || f.hopType == r.NextHopType)
-	}
+	keep := func(r *routeEntry) bool { return r.TableID == table && f.match(r) }
 	return pageLocked(w.st.Routes, keep, func(r *routeEntry) string { return r.ID }, pg, copyOf[routeEntry]), nil
+}
+
+func (f routeFilter) match(r *routeEntry) bool {
+	return (f.id == "" || f.id == r.ID) && (f.name == "" || f.name == r.Name) &&
+		(f.destination == "" || f.destination == r.Destination.String()) && (f.typ == "" || f.typ == r.Type) &&
+		(f.hop == "" || f.hop == r.NextHopID) && (f.hopType == "" || f.hopType == r.NextHopType)
 }
