@@ -52,7 +52,7 @@ func (c *Cloud) describeInstanceTypes(x *call) (response, error) {
 		pg = paging{token: true, size: 100}
 	}
 	types, next := pageOf(pg, c.w.instanceTypes(p.List("InstanceTypes"), families), func(t InstanceType) string { return t.InstanceTypeID })
-	resp := &describeInstanceTypesResponse{NextToken: next}
+	resp := &describeInstanceTypesResponse{NextToken: nextToken(next)}
 	resp.InstanceTypes.InstanceType = renderAll(types, instanceTypeJSONOf)
 	return resp, nil
 }

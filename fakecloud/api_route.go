@@ -163,7 +163,7 @@ func (c *Cloud) describeRouteEntryList(x *call) (response, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp := &describeRouteEntryListResponse{NextToken: found.next}
+	resp := &describeRouteEntryListResponse{NextToken: nextToken(found.next)}
 	resp.RouteEntrys.RouteEntry = renderAll(found.items, routeEntryJSONOf)
 	return resp, nil
 }

@@ -69,7 +69,8 @@ type Cloud struct {
 // New builds a Cloud and starts its background work (async transitions,
 // hypervisor delivery). Call Close when done.
 func New(opts Options) (*Cloud, error) {
-	w, err := openWorld(opts)
+	w, err := openWorld(opts.Spec, opts.StatePath, opts.Seed,
+		worldDeps{clock: opts.Clock, log: opts.Logger, timeScale: opts.TimeScale, hv: opts.Hypervisor})
 	if err != nil {
 		return nil, err
 	}

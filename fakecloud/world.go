@@ -22,10 +22,7 @@ import (
 // and validates a request, makes one call here and renders what it gets
 // back. Methods named ...Locked expect mu held; the others take it.
 type world struct {
-	clock     clock.WithDelayedExecution
-	log       *slog.Logger
-	timeScale float64
-	hv        Hypervisor
+	worldDeps
 
 	mu    sync.Mutex // guards everything below
 	st    *state
@@ -43,12 +40,20 @@ type world struct {
 	wg   sync.WaitGroup
 }
 
-// openWorld builds the world of opts (restoring it from the state file
-// when there is one) and starts its background work: async transitions
-// and hypervisor delivery.
-func openWorld(opts Options) (*world, error) {
-	w := &world{clock: opts.Clock, log: opts.Logger, timeScale: opts.TimeScale, hv: opts.Hypervisor,
-		done: make(chan struct{})}
+// worldDeps are what a world runs on: its clock, its logger, the scale
+// of its delays and the hypervisor it tells about changes.
+type worldDeps struct {
+	clock     clock.WithDelayedExecution
+	log       *slog.Logger
+	timeScale float64
+	hv        Hypervisor
+}
+
+// openWorld builds the world of spec (nil: the default world), restoring
+// it from the state file at statePath when there is one, and starts its
+// background work: async transitions and hypervisor delivery.
+func openWorld(spec *Spec, statePath string, seed int64, deps worldDeps) (*world, error) {
+	w := &world{worldDeps: deps, done: make(chan struct{})}
 	if w.clock == nil {
 		w.clock = clock.RealClock{}
 	}
@@ -61,20 +66,20 @@ func openWorld(opts Options) (*world, error) {
 	if w.hv == nil {
 		w.hv = NopHypervisor{}
 	}
-	spec := DefaultSpec()
-	if opts.Spec != nil {
-		spec = *opts.Spec
-		if err := spec.Validate(); err != nil {
+	s := DefaultSpec()
+	if spec != nil {
+		s = *spec
+		if err := s.Validate(); err != nil {
 			return nil, fmt.Errorf("invalid world: %w", err)
 		}
 	}
-	st, jr, err := openState(opts.StatePath, spec, opts.Seed, w.clock.Now(), w.log)
+	st, jr, err := openState(statePath, s, seed, w.clock.Now(), w.log)
 	if err != nil {
 		return nil, err
 	}
 	w.st, w.jr = st, jr
-	s := st.Spec.Settings.clone()
-	w.settings.Store(&s)
+	settings := st.Spec.Settings.clone()
+	w.settings.Store(&settings)
 	w.start()
 	return w, nil
 }

@@ -2,21 +2,9 @@ package fakecloud
 
 import (
 	"encoding/base64"
-	"sort"
 
 	"github.com/terway-sim/terway/fakecloud/wire"
 )
-
-// paging is how a Describe call asked for its page: by PageNumber and
-// PageSize, or (token is true) by NextToken and MaxResults. The API layer
-// decodes it (parsePaging); the world's queries cut their page with it
-// (pageOf).
-type paging struct {
-	token  bool
-	number int
-	size   int
-	next   string
-}
 
 // parsePaging reads both paging styles. maxPage bounds PageSize and
 // maxResults bounds MaxResults (0: that style is not offered).
@@ -59,41 +47,13 @@ func parsePaging(p wire.Params, maxPage, maxResults int) (paging, error) {
 	return paging{number: num, size: size}, nil
 }
 
-// pageOf cuts one page out of items (sorted by key) and returns the token
-// of the next page ("" when this is the last).
-func pageOf[T any](pg paging, items []T, key func(T) string) ([]T, string) {
-	if !pg.token {
-		start, ok := pageStart(pg.number, pg.size, len(items))
-		if !ok {
-			return nil, ""
-		}
-		end := min(start+pg.size, len(items))
-		return items[start:end], ""
+// nextToken is the NextToken of the page starting at key: opaque to
+// clients, empty after the last page.
+func nextToken(key string) string {
+	if key == "" {
+		return ""
 	}
-	start := 0
-	if pg.next != "" {
-		start = sort.Search(len(items), func(i int) bool { return key(items[i]) >= pg.next })
-	}
-	end := min(start+pg.size, len(items))
-	next := ""
-	if end < len(items) {
-		next = base64.RawURLEncoding.EncodeToString([]byte(key(items[end])))
-	}
-	return items[start:end], next
-}
-
-// pageStart returns the index of the first item of page number (from 1)
-// of size items, and false when that page lies past n items. Clients pick
-// PageNumber freely (up to MaxInt64), so (number-1)*size must not be
-// computed before number is known to be small: the product overflows to a
-// negative index. Comparing number-1 against n/size first keeps every
-// intermediate value at most n.
-func pageStart(number, size, n int) (int, bool) {
-	if number < 1 || size < 1 || number-1 > n/size {
-		return 0, false
-	}
-	start := (number - 1) * size
-	return start, start < n
+	return base64.RawURLEncoding.EncodeToString([]byte(key))
 }
 
 // pageNumbers are the paging fields of an answer paged by number.
@@ -117,7 +77,7 @@ type pageMarks struct {
 }
 
 func marksOf[S any](pg paging, found page[S]) pageMarks {
-	m := pageMarks{TotalCount: found.total, NextToken: found.next}
+	m := pageMarks{TotalCount: found.total, NextToken: nextToken(found.next)}
 	if !pg.token {
 		m.PageNumber, m.PageSize = pg.number, pg.size
 	}

@@ -49,7 +49,7 @@ type vpcSnap struct {
 type page[S any] struct {
 	items []S
 	total int    // matches on all pages
-	next  string // NextToken of the following page; "" on the last
+	next  string // the key the following page starts at; "" on the last
 }
 
 // pageLocked is the shape of every Describe: the records of m that keep
