@@ -15,7 +15,7 @@ import (
 // and logged, and where the answer goes.
 type exchange struct {
 	c      *Cloud
-	w      http.ResponseWriter
+	rw     http.ResponseWriter
 	r      *http.Request
 	reqID  string
 	prod   *product
@@ -26,7 +26,7 @@ type exchange struct {
 
 // serveAPI serves one ECS or VPC API request.
 func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
-	ex := &exchange{c: c, w: w, r: r, reqID: newRequestID(), prod: productECS, start: time.Now()}
+	ex := &exchange{c: c, rw: w, r: r, reqID: newRequestID(), prod: productECS, start: time.Now()}
 	// Panics outside run (parsing, authentication) still answer in the
 	// API's error format and are counted; run recovers the handler's own
 	// panics with the action and caller known.
@@ -101,7 +101,7 @@ func (ex *exchange) fail(err error) {
 	e := wire.AsError(err)
 	ex.c.calls.add(ex.action, ex.who.AccessKeyID, ex.who.InstanceID, e.Code)
 	ex.logCall(e.Code, e.Status)
-	writeError(ex.w, e, ex.reqID, ex.r.Host, ex.prod.name)
+	writeError(ex.rw, e, ex.reqID, ex.r.Host, ex.prod.name)
 }
 
 // succeed answers resp, counted as a success.
@@ -109,7 +109,7 @@ func (ex *exchange) succeed(resp response) {
 	ex.c.calls.add(ex.action, ex.who.AccessKeyID, ex.who.InstanceID, OutcomeSuccess)
 	ex.logCall(OutcomeSuccess, http.StatusOK)
 	resp.setRequestID(ex.reqID)
-	writeJSON(ex.w, http.StatusOK, ex.reqID, resp)
+	writeJSON(ex.rw, http.StatusOK, ex.reqID, resp)
 }
 
 // maxLostHold bounds how long a "timeout" lost response holds the
@@ -134,7 +134,7 @@ func (ex *exchange) lose(f *Fault) {
 	}
 	e := wire.AsError(faultError(f))
 	c.calls.add(ex.action, ex.who.AccessKeyID, ex.who.InstanceID, e.Code)
-	writeError(ex.w, e, ex.reqID, ex.r.Host, ex.prod.name)
+	writeError(ex.rw, e, ex.reqID, ex.r.Host, ex.prod.name)
 }
 
 // recoverPanic, deferred by serveAPI, answers a panic outside a handler
@@ -150,5 +150,5 @@ func (ex *exchange) recoverPanic() {
 	ex.c.w.log.Error("api panic", "requestId", ex.reqID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 	e := wire.AsError(errHandlerPanic())
 	ex.c.calls.add("", "", "", e.Code)
-	writeError(ex.w, e, ex.reqID, ex.r.Host, ex.prod.name)
+	writeError(ex.rw, e, ex.reqID, ex.r.Host, ex.prod.name)
 }
