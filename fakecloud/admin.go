@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"strings"
 )
 
@@ -21,54 +20,78 @@ func (c *Cloud) adminMux() *http.ServeMux {
 	m.HandleFunc("GET /fakecloud/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})
-	m.HandleFunc("GET /fakecloud/world", c.admin(func(*http.Request) (any, error) { return c.World(), nil }))
-	m.HandleFunc("GET /fakecloud/instance-types", c.admin(func(*http.Request) (any, error) { return c.InstanceTypes(), nil }))
-	m.HandleFunc("GET /fakecloud/calls", c.admin(func(*http.Request) (any, error) { return c.Calls(), nil }))
-	m.HandleFunc("DELETE /fakecloud/calls", c.admin(func(*http.Request) (any, error) { c.ResetCalls(); return nil, nil }))
-	m.HandleFunc("GET /fakecloud/settings", c.admin(func(*http.Request) (any, error) { return c.Settings(), nil }))
-	m.HandleFunc("PUT /fakecloud/settings", c.admin(func(r *http.Request) (any, error) {
-		s := c.Settings()
-		if err := decodeStrict(r, &s); err != nil {
-			return nil, err
-		}
-		return s, c.UpdateSettings(s)
-	}))
-	m.HandleFunc("GET /fakecloud/faults", c.admin(func(*http.Request) (any, error) { return c.Faults(), nil }))
-	m.HandleFunc("POST /fakecloud/faults", c.admin(func(r *http.Request) (any, error) {
-		var f Fault
-		if err := decodeStrict(r, &f); err != nil {
-			return nil, err
-		}
-		name, err := c.AddFault(f)
-		return map[string]string{"name": name}, err
-	}))
-	m.HandleFunc("DELETE /fakecloud/faults", c.admin(func(*http.Request) (any, error) { c.ClearFaults(); return nil, nil }))
-	m.HandleFunc("DELETE /fakecloud/faults/{name}", c.admin(func(r *http.Request) (any, error) {
-		if !c.RemoveFault(r.PathValue("name")) {
-			return nil, errNotFound("no fault named " + r.PathValue("name"))
-		}
-		return nil, nil
-	}))
-	m.HandleFunc("POST /fakecloud/instances", c.admin(func(r *http.Request) (any, error) {
-		var s InstanceSpec
-		if err := decodeStrict(r, &s); err != nil {
-			return nil, err
-		}
-		return c.AddInstance(s)
-	}))
-	m.HandleFunc("POST /fakecloud/instances/{id}/{op}", c.admin(func(r *http.Request) (any, error) {
-		id := r.PathValue("id")
-		switch r.PathValue("op") {
-		case "stop":
-			return nil, c.StopInstance(id)
-		case "start":
-			return nil, c.StartInstance(id)
-		case "release":
-			return nil, c.ReleaseInstance(id)
-		}
-		return nil, errNotFound("unknown instance operation " + r.PathValue("op") + " (stop, start, release)")
-	}))
+	routes := []struct {
+		pattern string
+		handle  adminHandler
+	}{
+		{"GET /fakecloud/world", func(*http.Request) (any, error) { return c.World(), nil }},
+		{"GET /fakecloud/instance-types", func(*http.Request) (any, error) { return c.InstanceTypes(), nil }},
+		{"GET /fakecloud/calls", func(*http.Request) (any, error) { return c.Calls(), nil }},
+		{"DELETE /fakecloud/calls", func(*http.Request) (any, error) { c.ResetCalls(); return nil, nil }},
+		{"GET /fakecloud/settings", func(*http.Request) (any, error) { return c.Settings(), nil }},
+		{"PUT /fakecloud/settings", c.putSettings},
+		{"GET /fakecloud/faults", func(*http.Request) (any, error) { return c.Faults(), nil }},
+		{"POST /fakecloud/faults", c.postFault},
+		{"DELETE /fakecloud/faults", func(*http.Request) (any, error) { c.ClearFaults(); return nil, nil }},
+		{"DELETE /fakecloud/faults/{name}", c.deleteFault},
+		{"POST /fakecloud/instances", c.postInstance},
+		{"POST /fakecloud/instances/{id}/{op}", c.instanceOp},
+	}
+	for _, r := range routes {
+		m.HandleFunc(r.pattern, c.admin(r.handle))
+	}
 	return m
+}
+
+// adminHandler serves one admin route: what it returns is the JSON answer
+// (nil: 204 No Content).
+type adminHandler func(*http.Request) (any, error)
+
+// putSettings merges a partial settings document onto the current ones.
+func (c *Cloud) putSettings(r *http.Request) (any, error) {
+	s := c.Settings()
+	if err := decodeStrict(r, &s); err != nil {
+		return nil, err
+	}
+	return s, c.UpdateSettings(s)
+}
+
+func (c *Cloud) postFault(r *http.Request) (any, error) {
+	var f Fault
+	if err := decodeStrict(r, &f); err != nil {
+		return nil, err
+	}
+	name, err := c.AddFault(f)
+	return map[string]string{"name": name}, err
+}
+
+func (c *Cloud) deleteFault(r *http.Request) (any, error) {
+	if !c.RemoveFault(r.PathValue("name")) {
+		return nil, errNotFound("no fault named " + r.PathValue("name"))
+	}
+	return nil, nil
+}
+
+func (c *Cloud) postInstance(r *http.Request) (any, error) {
+	var s InstanceSpec
+	if err := decodeStrict(r, &s); err != nil {
+		return nil, err
+	}
+	return c.AddInstance(s)
+}
+
+// instanceOp stops, starts or releases an instance.
+func (c *Cloud) instanceOp(r *http.Request) (any, error) {
+	id := r.PathValue("id")
+	switch r.PathValue("op") {
+	case "stop":
+		return nil, c.StopInstance(id)
+	case "start":
+		return nil, c.StartInstance(id)
+	case "release":
+		return nil, c.ReleaseInstance(id)
+	}
+	return nil, errNotFound("unknown instance operation " + r.PathValue("op") + " (stop, start, release)")
 }
 
 type errNotFound string
@@ -76,7 +99,7 @@ type errNotFound string
 func (e errNotFound) Error() string { return string(e) }
 
 // admin wraps a JSON admin handler with authentication and encoding.
-func (c *Cloud) admin(h func(*http.Request) (any, error)) http.HandlerFunc {
+func (c *Cloud) admin(h adminHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if c.adminToken == "" {
 			adminError(w, http.StatusForbidden, "the admin API is disabled: start fakecloud with --admin-token")
@@ -124,60 +147,3 @@ func decodeStrict(r *http.Request, v any) error {
 }
 
 func (c *Cloud) serveAdmin(w http.ResponseWriter, r *http.Request) { c.mux.ServeHTTP(w, r) }
-
-// WorldView is the admin view of the whole world. It holds no secrets.
-type WorldView struct {
-	RegionID    string           `json:"regionId"`
-	AccountID   string           `json:"accountId"`
-	AccessKeys  []string         `json:"accessKeyIds"`
-	Instances   []InstanceInfo   `json:"instances"`
-	ENIs        []ENIView        `json:"enis"`
-	VSwitches   []VSwitchView    `json:"vswitches"`
-	RouteTables []RouteTableInfo `json:"routeTables"`
-	EIPs        []EIPView        `json:"eips"`
-}
-
-// EIPView is the Go API's view of an EIP.
-type EIPView struct {
-	ID         string `json:"id"`
-	Address    string `json:"address"`
-	Status     string `json:"status"`
-	InstanceID string `json:"instanceId,omitempty"`
-	PrivateIP  string `json:"privateIp,omitempty"`
-}
-
-// World returns the admin view of the world.
-func (c *Cloud) World() WorldView {
-	v := WorldView{Instances: c.Instances(), ENIs: c.ENIs(), VSwitches: c.VSwitches()}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v.RegionID, v.AccountID = c.st.Spec.RegionID, c.st.Spec.AccountID
-	for id := range c.st.keys {
-		v.AccessKeys = append(v.AccessKeys, id)
-	}
-	sort.Strings(v.AccessKeys)
-	for _, vp := range c.st.VPCs {
-		v.RouteTables = append(v.RouteTables, c.routeTableInfoLocked(vp.RouteTableID))
-	}
-	for _, e := range c.st.EIPs {
-		ev := EIPView{ID: e.ID, Address: e.Address.String(), Status: e.Status, InstanceID: e.InstanceID}
-		if e.PrivateIP.IsValid() {
-			ev.PrivateIP = e.PrivateIP.String()
-		}
-		v.EIPs = append(v.EIPs, ev)
-	}
-	sort.Slice(v.EIPs, func(i, j int) bool { return v.EIPs[i].ID < v.EIPs[j].ID })
-	return v
-}
-
-// InstanceTypes returns the instance-type table in use.
-func (c *Cloud) InstanceTypes() []InstanceType {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]InstanceType, 0, len(c.st.types))
-	for _, t := range c.st.types {
-		out = append(out, t)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].InstanceTypeID < out[j].InstanceTypeID })
-	return out
-}

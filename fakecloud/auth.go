@@ -47,29 +47,20 @@ func (c *Cloud) authenticate(req *wire.Request, now time.Time, s *Settings) (cal
 
 // lookupKey finds the secret for the request's AccessKeyId: a static key
 // of the account, or an STS credential issued through instance metadata.
+// A credential with a SecurityToken (STS, or a key issued elsewhere) needs
+// the request to carry it; an STS one works until it expires.
 func (c *Cloud) lookupKey(req *wire.Request, now time.Time) (string, caller, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if k, ok := c.st.keys[req.AccessKeyID]; ok {
-		if k.SecurityToken != "" && req.SecurityToken != k.SecurityToken {
-			if req.SecurityToken == "" {
-				return "", caller{}, apiErr(400, CodeTokenMalformed, "Specified SecurityToken is malformed.")
-			}
-			return "", caller{}, apiErr(400, CodeTokenMismatch, "Specified SecurityToken mismatch with the AccessKey.")
-		}
-		return k.Secret, caller{AccessKeyID: req.AccessKeyID, InstanceID: k.InstanceID}, nil
-	}
-	cred, ok := c.st.STS[req.AccessKeyID]
-	if !ok {
-		return "", caller{}, apiErr(404, CodeAccessKeyNotFound, "Specified access key is not found.")
-	}
+	cred, ok := c.w.credential(req.AccessKeyID)
 	switch {
+	case !ok:
+		return "", caller{}, apiErr(404, CodeAccessKeyNotFound, "Specified access key is not found.")
+	case cred.token == "":
 	case req.SecurityToken == "":
 		return "", caller{}, apiErr(400, CodeTokenMalformed, "Specified SecurityToken is malformed.")
-	case req.SecurityToken != cred.Token:
+	case req.SecurityToken != cred.token:
 		return "", caller{}, apiErr(400, CodeTokenMismatch, "Specified SecurityToken mismatch with the AccessKey.")
-	case !now.Before(cred.Expires):
+	case !cred.expires.IsZero() && !now.Before(cred.expires):
 		return "", caller{}, apiErr(400, CodeTokenExpired, "Specified SecurityToken is expired.")
 	}
-	return cred.Secret, caller{AccessKeyID: req.AccessKeyID, InstanceID: cred.InstanceID}, nil
+	return cred.secret, caller{AccessKeyID: req.AccessKeyID, InstanceID: cred.instanceID}, nil
 }

@@ -14,6 +14,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 func TestThrottlingWindows(t *testing.T) {
@@ -243,23 +244,28 @@ func TestPauseAtStep(t *testing.T) {
 }
 
 func TestStateMachineTiming(t *testing.T) {
-	e := newEnv(t, withOptions(func(o *fakecloud.Options) { o.TimeScale = 0.5 }), withSettings(func(s *fakecloud.Settings) {
-		s.AttachDelay = fakecloud.Duration(800 * time.Millisecond) // 400ms real at scale 0.5
+	clk := clocktesting.NewFakeClock(time.Now())
+	e := newEnv(t, withOptions(func(o *fakecloud.Options) { o.TimeScale, o.Clock = 0.5, clk }), withSettings(func(s *fakecloud.Settings) {
+		s.AttachDelay = fakecloud.Duration(800 * time.Millisecond) // 400ms at scale 0.5
 	}))
 	c := e.ecs()
 	id := createENI(t, c, vsw1, nil).NetworkInterfaceId
 	r := ecs.CreateAttachNetworkInterfaceRequest()
 	r.NetworkInterfaceId, r.InstanceId = id, node1
-	start := time.Now()
 	try(c.AttachNetworkInterface(r)).must(t)
-	time.Sleep(250 * time.Millisecond)
+	// The attach completes on a timer of the cloud's clock; step that
+	// clock only once the timer is armed, or the step would pass it by.
+	testwait.Until(t, 5*time.Second, "attach timer armed", clk.HasWaiters)
+	clk.Step(250 * time.Millisecond)
 	if s := describeENI(t, c, id).Status; s != "Attaching" {
 		t.Fatalf("after 250ms of a 400ms attach: %s", s)
 	}
-	waitStatus(t, c, id, "InUse")
-	if d := time.Since(start); d < 400*time.Millisecond || d > 5*time.Second {
-		t.Fatalf("attach took %v, want about 400ms", d)
+	clk.Step(149 * time.Millisecond)
+	if s := describeENI(t, c, id).Status; s != "Attaching" {
+		t.Fatalf("after 399ms of a 400ms attach: %s", s)
 	}
+	clk.Step(time.Millisecond)
+	waitStatus(t, c, id, "InUse")
 }
 
 func TestAdminAPI(t *testing.T) {

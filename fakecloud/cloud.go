@@ -2,13 +2,9 @@ package fakecloud
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -46,99 +42,42 @@ type Options struct {
 // VPC APIs, the instance metadata service and the admin API, all over
 // http.Handler, plus a Go API for tests. Many Clouds can live in one
 // process.
+//
+// A Cloud is the API layer around its world (the model): it
+// authenticates, throttles, injects faults and counts calls, decodes each
+// action's request, makes one call to the world and renders the answer.
 type Cloud struct {
-	clock     clock.WithDelayedExecution
-	region    string
-	log       *slog.Logger
-	seed      int64
-	timeScale float64
-	hv        Hypervisor
-	mux       *http.ServeMux
+	w *world
+	// region, account and created never change; the API layer reads them
+	// without asking the world.
+	region, account string
+	created         time.Time
+	mux             *http.ServeMux
 	// adminToken guards the admin API; empty disables it.
 	adminToken string
 
-	mu    sync.Mutex // guards everything below
-	st    *state
-	busy  map[string]string
-	sched *scheduler
-	jr    *journal
-	dirty dirtySet
-
+	busy     *busySet
 	throttle *throttler
 	faults   *faultSet
 	calls    *accounting
 	nonces   *nonceCache
 	tokens   *metadataTokens
-	hooks    *dispatcher
-
-	// settings mirrors st.Spec.Settings for lock-free reads on the hot
-	// path.
-	settings atomic.Pointer[Settings]
 
 	closeOnce sync.Once
-	done      chan struct{}
-	wg        sync.WaitGroup
 }
 
 // New builds a Cloud and starts its background work (async transitions,
 // hypervisor delivery). Call Close when done.
 func New(opts Options) (*Cloud, error) {
-	c := &Cloud{
-		clock:      opts.Clock,
-		log:        opts.Logger,
-		seed:       opts.Seed,
-		timeScale:  opts.TimeScale,
-		hv:         opts.Hypervisor,
-		adminToken: opts.AdminToken,
-		busy:       map[string]string{},
-		done:       make(chan struct{}),
-	}
-	if c.clock == nil {
-		c.clock = clock.RealClock{}
-	}
-	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
-	}
-	if c.timeScale <= 0 {
-		c.timeScale = 1
-	}
-	if c.hv == nil {
-		c.hv = NopHypervisor{}
-	}
-	spec := DefaultSpec()
-	if opts.Spec != nil {
-		spec = *opts.Spec
-		if err := spec.Validate(); err != nil {
-			return nil, fmt.Errorf("invalid world: %w", err)
-		}
-	}
-	st, jr, err := openState(opts.StatePath, spec, c.seed, c.clock.Now(), c.log)
+	w, err := openWorld(opts.Spec, opts.StatePath, opts.Seed,
+		worldDeps{clock: opts.Clock, log: opts.Logger, timeScale: opts.TimeScale, hv: opts.Hypervisor})
 	if err != nil {
 		return nil, err
 	}
-	c.st, c.jr = st, jr
-	c.region = st.Spec.RegionID
-	s := st.Spec.Settings.clone()
-	c.settings.Store(&s)
-	c.calls = newAccounting()
-	c.throttle = newThrottler()
-	c.faults = newFaultSet(c.seed)
-	c.nonces = newNonceCache()
-	c.tokens = newMetadataTokens()
-	c.hooks = newDispatcher(c.log)
-	_, c.hooks.nop = c.hv.(NopHypervisor)
-	c.sched = newScheduler(c.clock)
+	c := &Cloud{w: w, region: w.st.Spec.RegionID, account: w.st.Spec.AccountID, created: w.st.Created,
+		adminToken: opts.AdminToken, busy: newBusySet(), throttle: newThrottler(), faults: newFaultSet(opts.Seed),
+		calls: newAccounting(), nonces: newNonceCache(), tokens: newMetadataTokens()}
 	c.mux = c.adminMux()
-	c.wg.Add(2)
-	go func() { defer c.wg.Done(); c.hooks.run(c.done) }()
-	go func() { defer c.wg.Done(); c.sched.run(c.done, c.fire) }()
-	c.mu.Lock()
-	c.rescheduleLocked()
-	c.mu.Unlock()
-	if !c.hooks.nop {
-		// The machines of a (restored) world exist from the start.
-		c.Resync()
-	}
 	return c, nil
 }
 
@@ -148,115 +87,81 @@ func (c *Cloud) Close() error {
 	var err error
 	c.closeOnce.Do(func() {
 		c.faults.releaseAll()
-		close(c.done)
-		c.wg.Wait()
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.jr != nil {
-			err = c.jr.close(c.st)
-		}
+		err = c.w.close()
 	})
 	return err
 }
 
-// scale converts a world-time delay into real waiting time.
-func (c *Cloud) scale(d time.Duration) time.Duration {
-	return time.Duration(float64(d) * c.timeScale)
-}
-
-func (c *Cloud) now() time.Time { return c.clock.Now() }
-
 // Settings returns the current behaviour knobs.
-func (c *Cloud) Settings() Settings {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.st.Spec.Settings.clone()
-}
+func (c *Cloud) Settings() Settings { return c.w.currentSettings() }
 
 // UpdateSettings replaces the behaviour knobs (validated as a world file's
 // would be) and persists them.
-func (c *Cloud) UpdateSettings(s Settings) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	spec := c.st.Spec
-	spec.Settings = s.clone()
-	if err := spec.Validate(); err != nil {
-		return err
-	}
-	c.st.Spec.Settings = spec.Settings
-	snap := spec.Settings.clone()
-	c.settings.Store(&snap)
-	c.dirty.settings = true
-	return c.commitLocked()
+func (c *Cloud) UpdateSettings(s Settings) error { return c.w.updateSettings(s) }
+
+// World returns the admin view of the world.
+func (c *Cloud) World() WorldView { return c.w.worldView() }
+
+// InstanceTypes returns the instance-type table in use.
+func (c *Cloud) InstanceTypes() []InstanceType { return c.w.instanceTypes(nil, nil) }
+
+// ENI returns a view of one ENI.
+func (c *Cloud) ENI(id string) (ENIView, bool) { return c.w.eniView(id) }
+
+// ENIs returns views of all ENIs, ordered by ID.
+func (c *Cloud) ENIs() []ENIView { return c.w.eniViews() }
+
+// VSwitches returns views of all vSwitches, ordered by ID.
+func (c *Cloud) VSwitches() []VSwitchView { return c.w.vswitchViews() }
+
+// Instance returns a view of one instance.
+func (c *Cloud) Instance(id string) (InstanceInfo, bool) { return c.w.instanceView(id) }
+
+// Instances returns views of all instances, ordered by ID.
+func (c *Cloud) Instances() []InstanceInfo { return c.w.instanceViews() }
+
+// StopInstance stops a running instance. Its ENIs stay attached, as in
+// ECS; the hypervisor is told.
+func (c *Cloud) StopInstance(id string) error {
+	return c.w.setInstanceStatus(id, StatusRunning, StatusStopped)
 }
 
-// settingsSnapshot returns the current settings; callers must not modify
-// them.
-func (c *Cloud) settingsSnapshot() *Settings { return c.settings.Load() }
-
-func (s Settings) clone() Settings {
-	th := make(map[string]int, len(s.Throttle))
-	for k, v := range s.Throttle {
-		th[k] = v
-	}
-	s.Throttle = th
-	if s.ThrottleCodes != nil {
-		codes := make(map[string]string, len(s.ThrottleCodes))
-		for k, v := range s.ThrottleCodes {
-			codes[k] = v
-		}
-		s.ThrottleCodes = codes
-	}
-	return s
+// StartInstance starts a stopped instance.
+func (c *Cloud) StartInstance(id string) error {
+	return c.w.setInstanceStatus(id, StatusStopped, StatusRunning)
 }
 
-// commitLocked appends what the current locked section changed to the
-// journal. Callers hold c.mu.
-func (c *Cloud) commitLocked() error {
-	if c.jr == nil {
-		c.dirty.reset()
-		return nil
-	}
-	err := c.jr.write(c.st, &c.dirty)
-	c.dirty.reset()
-	if err != nil {
-		c.log.Error("persist state", "err", err)
-		return fmt.Errorf("persist state: %w", err)
-	}
-	return nil
-}
+// ReleaseInstance releases an instance as ECS does: secondary ENIs are
+// detached to Available, or deleted when DeleteOnRelease is set; the
+// primary ENI is deleted with the instance.
+func (c *Cloud) ReleaseInstance(id string) error { return c.w.releaseInstance(id) }
 
-// errClosed is returned by calls made after Close.
-var errClosed = errors.New("fakecloud: closed")
+// AddInstance creates a running (or stopped) instance with its primary
+// ENI, as RunInstances would; the hypervisor is told it started.
+func (c *Cloud) AddInstance(spec InstanceSpec) (InstanceInfo, error) { return c.w.addInstance(spec) }
+
+// Resync tells the hypervisor the whole current state: every running
+// instance with its ENIs and every route table. A lab calls it after it
+// (re)connects.
+func (c *Cloud) Resync() { c.w.resync() }
+
+// WaitHypervisor blocks until every hypervisor call queued so far has
+// returned.
+func (c *Cloud) WaitHypervisor(ctx context.Context) error { return c.w.hooks.wait(ctx) }
 
 // waitOrDone sleeps d of real time unless ctx ends or the cloud closes.
 func (c *Cloud) waitOrDone(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
-	t := c.clock.NewTimer(d)
+	t := c.w.clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C():
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-c.done:
+	case <-c.w.done:
 		return errClosed
 	}
-}
-
-// instanceTypeLocked returns the type of an instance.
-func (c *Cloud) instanceTypeLocked(id string) (InstanceType, bool) {
-	t, ok := c.st.types[id]
-	return t, ok
-}
-
-// addrsOf lists the addresses of recs.
-func addrsOf(recs []addrRec) []netip.Addr {
-	out := make([]netip.Addr, len(recs))
-	for i, r := range recs {
-		out[i] = r.Addr
-	}
-	return out
 }

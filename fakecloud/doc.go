@@ -11,4 +11,18 @@
 // consistency after Create, and deterministic fault injection. A
 // Hypervisor hook lets a lab turn attached ENIs into real interfaces. See
 // README.md for the full reference.
+//
+// The package has two layers. The model, the world type (world*.go), is
+// the state with its indexes and invariants, persistence, the pending
+// halves of asynchronous operations and the hypervisor events: its
+// methods take decoded requests and return copies of records. The API
+// layer serves HTTP: it authenticates, throttles, injects faults and
+// counts calls (exchange.go, call.go), and each action (api_*.go) decodes
+// and checks its request, makes one world call and renders the answer.
+// The admin and metadata routes work the same way. TestWorldStaysTheModel
+// keeps the world from reaching into the API layer.
+//
+// A program that only reads or steers a fakecloud over HTTP uses package
+// fakecloud/admin, which holds the admin client and the types the admin
+// API exchanges, and does not link the emulator.
 package fakecloud

@@ -8,6 +8,7 @@ import (
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
 
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 const (
@@ -43,7 +44,7 @@ func describeENI(t *testing.T, c *ecs.Client, id string) ecs.NetworkInterfaceSet
 func waitStatus(t *testing.T, c *ecs.Client, id, want string) ecs.NetworkInterfaceSet {
 	t.Helper()
 	var got ecs.NetworkInterfaceSet
-	eventually(t, 10*time.Second, id+" "+want, func() bool {
+	testwait.Until(t, 10*time.Second, id+" "+want, func() bool {
 		got = describeENI(t, c, id)
 		return got.Status == want
 	})
@@ -106,7 +107,7 @@ func TestENILifecycle(t *testing.T) {
 	}
 	waitStatus(t, c, id, "Available")
 	try(c.DeleteNetworkInterface(del)).must(t)
-	eventually(t, 10*time.Second, "ENI gone", func() bool {
+	testwait.Until(t, 10*time.Second, "ENI gone", func() bool {
 		req := ecs.CreateDescribeNetworkInterfacesRequest()
 		req.NetworkInterfaceId = &[]string{id}
 		return len(try(c.DescribeNetworkInterfaces(req)).must(t).NetworkInterfaceSets.NetworkInterfaceSet) == 0

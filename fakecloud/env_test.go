@@ -17,6 +17,7 @@ import (
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/vpc"
 
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/noproxy"
 )
 
 const (
@@ -26,12 +27,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	// The old SDK proxies even loopback when a proxy variable is set, and
-	// keeps the proxy for the client's life (aliyun-wire.md §1.5).
-	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
-		os.Unsetenv(k)
-	}
-	os.Setenv("NO_PROXY", "127.0.0.1,localhost")
+	noproxy.Unset()
 	os.Exit(m.Run())
 }
 
@@ -176,16 +172,4 @@ func (r result[T]) must(t *testing.T) T {
 		t.Fatalf("unexpected error: %v", r.err)
 	}
 	return r.v
-}
-
-// eventually polls cond until it holds or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

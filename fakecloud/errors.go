@@ -66,6 +66,22 @@ const (
 	CodeNextTokenInvalid       = "IllegalParam.NextToken"
 )
 
+// The other throttling codes the service answers (aliyun-wire §3.4): the
+// ECS "API throttling" page names Throttling, the gateway also answers
+// Throttling.Api; CodeThrottling (Throttling.User) is the default.
+const (
+	CodeThrottlingPlain = "Throttling"
+	CodeThrottlingAPI   = "Throttling.Api"
+)
+
+func isThrottleCode(code string) bool {
+	switch code {
+	case CodeThrottlingPlain, CodeThrottling, CodeThrottlingAPI:
+		return true
+	}
+	return false
+}
+
 func apiErr(status int, code, format string, args ...any) *wire.Error {
 	return wire.Errorf(status, code, format, args...)
 }

@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,8 +20,10 @@ import (
 	sdkerrors "github.com/aliyun/alibaba-cloud-sdk-go/sdk/errors"
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/requests"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 var (
@@ -324,26 +325,36 @@ func TestVSwitchExhaustion(t *testing.T) {
 }
 
 func TestOperationConflict(t *testing.T) {
-	e := newEnv(t)
+	// On a fake clock a delayed call stays in flight until the test steps
+	// past its latency, so the calls below surely overlap.
+	clk := clocktesting.NewFakeClock(time.Now())
+	e := newEnv(t, withOptions(func(o *fakecloud.Options) { o.Clock = clk }), withSettings(func(s *fakecloud.Settings) {
+		s.AttachDelay = 0 // attach without a timer: only the latency's are stepped
+	}))
 	c := e.ecs()
 	id := attachedENI(t, c, vsw1, node1)
+	other := attachedENI(t, c, vsw1, node1)
 	try(e.cloud.AddFault(fakecloud.Fault{Kind: fakecloud.FaultLatency, Action: "AssignPrivateIpAddresses",
 		Latency: fakecloud.Duration(300 * time.Millisecond)})).must(t)
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for i := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, errs[i] = assignIPs(e.ecs(), id, 1)
-		}()
-		time.Sleep(50 * time.Millisecond)
+	delayed := func(eni string, n int) (chan error, func() bool) {
+		done := make(chan error, 1)
+		go func() { _, err := assignIPs(e.ecs(), eni, 1); done <- err }()
+		return done, func() bool { return clk.Waiters() >= n }
 	}
-	wg.Wait()
-	if errs[0] != nil || code(t, errs[1]) != "Operation.Conflict" || status(t, errs[1]) != 403 {
-		t.Fatalf("overlapping assigns: %v / %v", errs[0], errs[1])
+	first, inFlight := delayed(id, 1)
+	testwait.Until(t, 5*time.Second, "first assign delayed", inFlight)
+	_, err := assignIPs(e.ecs(), id, 1)
+	if code(t, err) != "Operation.Conflict" || status(t, err) != 403 {
+		t.Fatalf("assign overlapping another on the same ENI: %v", err)
 	}
-	// A different ENI is not busy.
-	other := attachedENI(t, c, vsw1, node1)
-	try(assignIPs(c, other, 1)).must(t)
+	// A different ENI is not busy: its call gets as far as the latency.
+	second, inFlight := delayed(other, 2)
+	testwait.Until(t, 5*time.Second, "assign on another ENI delayed", inFlight)
+	clk.Step(300 * time.Millisecond)
+	if err := <-first; err != nil {
+		t.Fatalf("the first assign: %v", err)
+	}
+	if err := <-second; err != nil {
+		t.Fatalf("assign on another ENI: %v", err)
+	}
 }

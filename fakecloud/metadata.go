@@ -2,14 +2,10 @@ package fakecloud
 
 import (
 	"container/heap"
-	"crypto/rand"
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -145,41 +141,13 @@ func (c *Cloud) MetadataBySourceHandler() http.Handler {
 }
 
 func (c *Cloud) serveMetadata(w http.ResponseWriter, r *http.Request, bound string) {
-	inst := bound
-	if inst == "" {
-		host, _, err := net.SplitHostPort(r.RemoteAddr)
-		a, err2 := netip.ParseAddr(host)
-		if err != nil || err2 != nil {
-			http.Error(w, "cannot tell the source address", http.StatusForbidden)
-			return
-		}
-		c.mu.Lock()
-		in := c.st.instanceByIP(a)
-		c.mu.Unlock()
-		if in == nil {
-			http.Error(w, "no instance has the source address "+a.String(), http.StatusForbidden)
-			return
-		}
-		inst = in.ID
+	inst, ok := c.metadataInstance(w, r, bound)
+	if !ok {
+		return
 	}
-	now := c.now()
+	now := c.w.now()
 	if r.URL.Path == "/latest/api/token" {
-		if r.Method != http.MethodPut {
-			http.Error(w, "use PUT", http.StatusMethodNotAllowed)
-			return
-		}
-		ttl, err := strconv.Atoi(r.Header.Get(tokenTTLHeader))
-		if err != nil || ttl < 1 || ttl > maxTokenTTL {
-			http.Error(w, tokenTTLHeader+" must be 1.."+strconv.Itoa(maxTokenTTL), http.StatusBadRequest)
-			return
-		}
-		tok := c.tokens.issue(inst, now, time.Duration(ttl)*time.Second)
-		if tok == "" {
-			// Tokens free up only as they expire; a client must reuse one.
-			http.Error(w, "too many live metadata tokens: reuse a token until its TTL instead of asking for a new one", http.StatusTooManyRequests)
-			return
-		}
-		_, _ = w.Write([]byte(tok))
+		c.issueMetadataToken(w, r, inst, now)
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -191,20 +159,19 @@ func (c *Cloud) serveMetadata(w http.ResponseWriter, r *http.Request, bound stri
 			http.Error(w, "invalid or expired metadata token", http.StatusUnauthorized)
 			return
 		}
-	} else if c.tokenRequired(inst) {
+	} else if c.w.metadataTokensRequired(inst) {
 		http.Error(w, "a metadata token is required", http.StatusForbidden)
 		return
 	}
 	path, ok := strings.CutPrefix(r.URL.Path, "/latest/meta-data/")
 	if !ok {
-		if r.URL.Path == "/latest/meta-data" || r.URL.Path == "/latest/" || r.URL.Path == "/latest" {
-			path = ""
-		} else {
+		if r.URL.Path != "/latest/meta-data" && r.URL.Path != "/latest/" && r.URL.Path != "/latest" {
 			http.NotFound(w, r)
 			return
 		}
+		path = ""
 	}
-	body, found := c.metadataValue(inst, strings.Trim(path, "/"), strings.HasSuffix(path, "/") || path == "")
+	body, found := c.metadataValue(inst, strings.Trim(path, "/"))
 	if !found {
 		http.NotFound(w, r)
 		return
@@ -213,193 +180,160 @@ func (c *Cloud) serveMetadata(w http.ResponseWriter, r *http.Request, bound stri
 	_, _ = w.Write([]byte(body))
 }
 
-func (c *Cloud) tokenRequired(inst string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	in := c.st.Instances[inst]
-	return in != nil && in.MetadataTokens == "required"
+// metadataInstance returns the instance a metadata request is about: the
+// one the handler is bound to, or the one whose primary address sent it.
+// It answers the request itself when there is none.
+func (c *Cloud) metadataInstance(w http.ResponseWriter, r *http.Request, bound string) (string, bool) {
+	if bound != "" {
+		return bound, true
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	a, err2 := netip.ParseAddr(host)
+	if err != nil || err2 != nil {
+		http.Error(w, "cannot tell the source address", http.StatusForbidden)
+		return "", false
+	}
+	inst, ok := c.w.instanceAt(a)
+	if !ok {
+		http.Error(w, "no instance has the source address "+a.String(), http.StatusForbidden)
+	}
+	return inst, ok
+}
+
+// issueMetadataToken serves PUT /latest/api/token.
+func (c *Cloud) issueMetadataToken(w http.ResponseWriter, r *http.Request, inst string, now time.Time) {
+	if r.Method != http.MethodPut {
+		http.Error(w, "use PUT", http.StatusMethodNotAllowed)
+		return
+	}
+	ttl, err := strconv.Atoi(r.Header.Get(tokenTTLHeader))
+	if err != nil || ttl < 1 || ttl > maxTokenTTL {
+		http.Error(w, tokenTTLHeader+" must be 1.."+strconv.Itoa(maxTokenTTL), http.StatusBadRequest)
+		return
+	}
+	tok := c.tokens.issue(inst, now, time.Duration(ttl)*time.Second)
+	if tok == "" {
+		// Tokens free up only as they expire; a client must reuse one.
+		http.Error(w, "too many live metadata tokens: reuse a token until its TTL instead of asking for a new one", http.StatusTooManyRequests)
+		return
+	}
+	_, _ = w.Write([]byte(tok))
 }
 
 // metadataValue returns the body for one path of an instance's tree.
-func (c *Cloud) metadataValue(inst, path string, dir bool) (string, bool) {
-	if path == "ram/security-credentials" || strings.HasPrefix(path, "ram/security-credentials/") {
-		return c.ramCredentials(inst, strings.TrimPrefix(strings.TrimPrefix(path, "ram/security-credentials"), "/"))
+func (c *Cloud) metadataValue(inst, path string) (string, bool) {
+	if role, ok := strings.CutPrefix(path, "ram/security-credentials"); ok && (role == "" || role[0] == '/') {
+		return c.ramCredentials(inst, strings.TrimPrefix(role, "/"))
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	in := c.st.Instances[inst]
-	if in == nil {
+	m, ok := c.w.metadata(inst)
+	if !ok {
 		return "", false
 	}
-	prim := c.st.ENIs[in.PrimaryENI]
-	vsw := c.st.VSwitches[in.VSwitchID]
-	vp := c.st.VPCs[in.VPCID]
-	simple := map[string]string{
-		"instance-id":            in.ID,
-		"region-id":              c.st.Spec.RegionID,
-		"zone-id":                in.ZoneID,
-		"vpc-id":                 in.VPCID,
-		"vpc-cidr-block":         vp.CIDR.String(),
-		"vswitch-id":             in.VSwitchID,
-		"vswitch-cidr-block":     vsw.CIDR.String(),
-		"private-ipv4":           prim.PrimaryIP.String(),
-		"mac":                    prim.MAC,
-		"hostname":               in.Name,
-		"image-id":               "aliyun_3_x64_20G_alibase_20240819.vhd",
-		"owner-account-id":       c.st.Spec.AccountID,
-		"network-type":           "vpc",
-		"instance/instance-type": in.InstanceType,
-		"instance/instance-name": in.Name,
-		"dns-conf/nameservers":   "100.100.2.136\n100.100.2.138",
-	}
-	if v, ok := simple[path]; ok {
+	if v, ok := c.instanceMetadata(m)[path]; ok {
 		return v, true
 	}
-	switch path {
-	case "":
-		return "dns-conf/\nhostname\nimage-id\ninstance/\ninstance-id\nmac\nnetwork/\nnetwork-type\nowner-account-id\n" +
-			"private-ipv4\nram/\nregion-id\nvpc-cidr-block\nvpc-id\nvswitch-cidr-block\nvswitch-id\nzone-id", true
-	case "instance":
-		return "instance-name\ninstance-type", true
-	case "network":
-		return "interfaces/", true
-	case "network/interfaces":
-		return "macs/", true
-	case "network/interfaces/macs":
-		var lines []string
-		for _, e := range c.metadataENIsLocked(in.ID) {
+	if v, ok := metadataDirs[path]; ok {
+		return v, true
+	}
+	if path == "network/interfaces/macs" {
+		lines := make([]string, 0, len(m.enis))
+		for _, e := range m.enis {
 			lines = append(lines, e.MAC+"/")
 		}
 		return strings.Join(lines, "\n"), true
-	case "ram":
-		return "security-credentials/", true
 	}
 	rest, ok := strings.CutPrefix(path, "network/interfaces/macs/")
 	if !ok {
 		return "", false
 	}
 	mac, key, _ := strings.Cut(rest, "/")
-	var e *eni
-	for _, x := range c.metadataENIsLocked(in.ID) {
-		if strings.EqualFold(x.MAC, mac) {
-			e = x
+	for _, e := range m.enis {
+		if strings.EqualFold(e.MAC, mac) {
+			return eniMetadata(e, key)
 		}
 	}
-	if e == nil {
-		return "", false
-	}
-	return c.eniMetadataLocked(e, key)
+	return "", false
 }
 
-// metadataENIsLocked lists the ENIs an instance's metadata shows now:
-// attached ones once the metadata lag has passed, and detached ones until
-// it has.
-func (c *Cloud) metadataENIsLocked(inst string) []*eni {
-	now := c.now()
-	lag := c.scale(c.st.Spec.Settings.MetadataLag.D())
-	var out []*eni
-	for _, e := range c.st.ENIs {
-		attached := e.InstanceID == inst && (e.Status == ENIInUse || e.Status == ENIDetaching) &&
-			(e.Type == ENITypePrimary || !now.Before(e.AttachedAt.Add(lag)))
-		stale := e.StaleInstanceID == inst && now.Before(e.StaleUntil)
-		if attached || stale {
-			out = append(out, e)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Type != out[j].Type {
-			return out[i].Type == ENITypePrimary
-		}
-		return out[i].MAC < out[j].MAC
-	})
-	return out
+// metadataDirs are the directory listings of the tree that do not depend
+// on the instance.
+var metadataDirs = map[string]string{
+	"": "dns-conf/\nhostname\nimage-id\ninstance/\ninstance-id\nmac\nnetwork/\nnetwork-type\nowner-account-id\n" +
+		"private-ipv4\nram/\nregion-id\nvpc-cidr-block\nvpc-id\nvswitch-cidr-block\nvswitch-id\nzone-id",
+	"instance":           "instance-name\ninstance-type",
+	"network":            "interfaces/",
+	"network/interfaces": "macs/",
+	"ram":                "security-credentials/",
 }
 
-// metadataAddrsLocked lists the addresses metadata shows for recs: those
-// assigned at least the lag ago, plus those unassigned less than the lag
-// ago.
-func (c *Cloud) metadataAddrsLocked(recs, gone []addrRec) []netip.Addr {
-	now := c.now()
-	lag := c.scale(c.st.Spec.Settings.MetadataLag.D())
-	var out []netip.Addr
-	for _, r := range recs {
-		if !now.Before(r.At.Add(lag)) {
-			out = append(out, r.Addr)
-		}
+// instanceMetadata is the instance's own leaves of the tree.
+func (c *Cloud) instanceMetadata(m instanceMeta) map[string]string {
+	return map[string]string{
+		"instance-id":            m.ID,
+		"region-id":              c.region,
+		"zone-id":                m.ZoneID,
+		"vpc-id":                 m.VPCID,
+		"vpc-cidr-block":         m.vpcCIDR.String(),
+		"vswitch-id":             m.VSwitchID,
+		"vswitch-cidr-block":     m.vswitchCIDR.String(),
+		"private-ipv4":           m.primaryIP.String(),
+		"mac":                    m.mac,
+		"hostname":               m.Name,
+		"image-id":               "aliyun_3_x64_20G_alibase_20240819.vhd",
+		"owner-account-id":       c.account,
+		"network-type":           "vpc",
+		"instance/instance-type": m.InstanceType,
+		"instance/instance-name": m.Name,
+		"dns-conf/nameservers":   "100.100.2.136\n100.100.2.138",
 	}
-	for _, r := range gone {
-		if now.Before(r.At.Add(lag)) && !slices.Contains(out, r.Addr) {
-			out = append(out, r.Addr)
-		}
-	}
-	return out
 }
 
-// metadataGoneExpired reports whether metadata no longer lists an
-// unassigned address.
-func (c *Cloud) metadataGoneExpired(r addrRec, now time.Time) bool {
-	return !now.Before(r.At.Add(c.scale(c.st.Spec.Settings.MetadataLag.D())))
-}
-
-func (c *Cloud) eniMetadataLocked(e *eni, key string) (string, bool) {
-	v := c.st.VSwitches[e.VSwitchID]
-	vp := c.st.VPCs[e.VPCID]
+// eniMetadata returns the body of one key under an ENI's MAC.
+func eniMetadata(e eniMeta, key string) (string, bool) {
+	v6 := e.IPv6CIDR.IsValid()
 	switch key {
 	case "":
 		keys := "gateway\nmac\nnetmask\nnetwork-interface-id\nprimary-ip-address\nprivate-ipv4s\nvpc-cidr-block\nvpc-id\nvswitch-cidr-block\nvswitch-id"
-		if v.pool6 != nil {
+		if v6 {
 			keys += "\nipv6-gateway\nipv6s\nvpc-ipv6-cidr-blocks\nvswitch-ipv6-cidr-block"
 		}
 		return keys, true
-	case "network-interface-id":
-		return e.ID, true
-	case "mac":
-		return e.MAC, true
-	case "primary-ip-address":
-		return e.PrimaryIP.String(), true
 	case "private-ipv4s":
-		addrs := append([]netip.Addr{e.PrimaryIP}, c.metadataAddrsLocked(e.IPv4, e.Gone4)...)
-		strs := make([]string, len(addrs))
-		for i, a := range addrs {
-			strs[i] = a.String()
-		}
-		b, _ := json.Marshal(strs)
+		b, _ := json.Marshal(addrStrings(append([]netip.Addr{e.PrimaryIP}, e.IPv4...)))
 		return string(b), true
-	case "netmask":
-		return net.IP(net.CIDRMask(v.CIDR.Bits(), 32)).String(), true
-	case "gateway":
-		return v.pool4.gateway().String(), true
-	case "vswitch-id":
-		return v.ID, true
-	case "vpc-id":
-		return e.VPCID, true
-	case "vswitch-cidr-block":
-		return v.CIDR.String(), true
-	case "vpc-cidr-block":
-		return vp.CIDR.String(), true
-	}
-	if v.pool6 == nil {
-		return "", false
-	}
-	switch key {
 	case "ipv6s":
-		addrs := c.metadataAddrsLocked(e.IPv6, e.Gone6)
-		if len(addrs) == 0 {
+		if !v6 || len(e.IPv6) == 0 {
 			return "", false
 		}
-		strs := make([]string, len(addrs))
-		for i, a := range addrs {
-			strs[i] = a.String()
-		}
-		return "[" + strings.Join(strs, ",") + "]", true
-	case "ipv6-gateway":
-		return v.pool6.gateway().String(), true
-	case "vswitch-ipv6-cidr-block":
-		return v.IPv6CIDR.String(), true
-	case "vpc-ipv6-cidr-blocks":
-		return vp.IPv6CIDR.String(), true
+		return "[" + strings.Join(addrStrings(e.IPv6), ",") + "]", true
 	}
-	return "", false
+	leaves := map[string]string{
+		"network-interface-id": e.ID,
+		"mac":                  e.MAC,
+		"primary-ip-address":   e.PrimaryIP.String(),
+		"netmask":              net.IP(net.CIDRMask(e.CIDR.Bits(), 32)).String(),
+		"gateway":              e.Gateway.String(),
+		"vswitch-id":           e.VSwitchID,
+		"vpc-id":               e.vpcID,
+		"vswitch-cidr-block":   e.CIDR.String(),
+		"vpc-cidr-block":       e.vpcCIDR.String(),
+	}
+	if v6 {
+		leaves["ipv6-gateway"] = e.IPv6Gateway.String()
+		leaves["vswitch-ipv6-cidr-block"] = e.IPv6CIDR.String()
+		leaves["vpc-ipv6-cidr-blocks"] = e.vpcIPv6CIDR.String()
+	}
+	v, ok := leaves[key]
+	return v, ok
+}
+
+// addrStrings prints addresses.
+func addrStrings(addrs []netip.Addr) []string {
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = a.String()
+	}
+	return out
 }
 
 // stsJSON is what ram/security-credentials/<role> answers.
@@ -412,60 +346,17 @@ type stsJSON struct {
 	Code            string `json:"Code"`
 }
 
-// ramCredentials serves the role listing and the role's STS credentials.
-// A credential is reused until half its lifetime has passed, then a new
-// one is issued; old ones stay valid until they expire.
+// ramCredentials serves the role listing (role "") and the role's STS
+// credentials.
 func (c *Cloud) ramCredentials(inst, role string) (string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	in := c.st.Instances[inst]
-	if in == nil || in.RAMRole == "" {
-		return "", false
-	}
 	if role == "" {
-		return in.RAMRole, true
+		return c.w.ramRole(inst)
 	}
-	if role != in.RAMRole {
+	cred, ok := c.w.roleCredential(inst, role)
+	if !ok {
 		return "", false
 	}
-	now := c.now()
-	life := c.st.Spec.Settings.STSLifetime.D()
-	var cur *stsCred
-	for k, cred := range c.st.STS {
-		if !now.Before(cred.Expires) {
-			delete(c.st.STS, k)
-			c.dirty.cred(k)
-			continue
-		}
-		if cred.InstanceID == inst && cred.Role == role && (cur == nil || cred.Issued.After(cur.Issued)) {
-			cur = cred
-		}
-	}
-	if cur == nil || now.Sub(cur.Issued) > life/2 {
-		cur = &stsCred{AccessKeyID: "STS." + randomString(28), Secret: randomString(40), Token: "CAIS" + randomString(120),
-			InstanceID: inst, Role: role, Issued: now, Expires: now.Add(life)}
-		c.st.STS[cur.AccessKeyID] = cur
-		c.dirty.cred(cur.AccessKeyID)
-	}
-	if err := c.commitLocked(); err != nil {
-		return "", false
-	}
-	b, _ := json.MarshalIndent(stsJSON{AccessKeyID: cur.AccessKeyID, AccessKeySecret: cur.Secret,
-		Expiration: apiTime(cur.Expires), SecurityToken: cur.Token, LastUpdated: apiTime(cur.Issued), Code: "Success"}, "", "  ")
+	b, _ := json.MarshalIndent(stsJSON{AccessKeyID: cred.AccessKeyID, AccessKeySecret: cred.Secret,
+		Expiration: apiTime(cred.Expires), SecurityToken: cred.Token, LastUpdated: apiTime(cred.Issued), Code: "Success"}, "", "  ")
 	return string(b), true
-}
-
-const randomAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-
-// randomString returns n characters from crypto/rand: credentials and
-// tokens must not be predictable, even from the seed.
-func randomString(n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		panic(fmt.Sprintf("crypto/rand: %v", err))
-	}
-	for i := range b {
-		b[i] = randomAlphabet[int(b[i])%len(randomAlphabet)]
-	}
-	return string(b)
 }

@@ -16,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 // imds is a metadata client for tests.
@@ -119,7 +120,7 @@ func TestMetadataLag(t *testing.T) {
 	if strings.Contains(macs(), v.MAC) {
 		t.Fatal("metadata shows the ENI before the lag")
 	}
-	eventually(t, 5*time.Second, "MAC in metadata", func() bool { return strings.Contains(macs(), v.MAC) })
+	testwait.Until(t, 5*time.Second, "MAC in metadata", func() bool { return strings.Contains(macs(), v.MAC) })
 	if d := time.Since(inUse); d < lag-50*time.Millisecond {
 		t.Fatalf("MAC appeared after %v, lag is %v", d, lag)
 	}
@@ -129,7 +130,7 @@ func TestMetadataLag(t *testing.T) {
 	if err := json.Unmarshal([]byte(m.must(path)), &list); err != nil || len(list) != 1 {
 		t.Fatalf("right after assign metadata lists %v (%v)", list, err)
 	}
-	eventually(t, 5*time.Second, "assigned IPs in metadata", func() bool {
+	testwait.Until(t, 5*time.Second, "assigned IPs in metadata", func() bool {
 		_ = json.Unmarshal([]byte(m.must(path)), &list)
 		return len(list) == 3 && list[0] == v.PrimaryIP.String()
 	})
@@ -138,7 +139,7 @@ func TestMetadataLag(t *testing.T) {
 	if len(list) != 3 {
 		t.Fatalf("right after unassign metadata lists %v", list)
 	}
-	eventually(t, 5*time.Second, "unassigned IP gone from metadata", func() bool {
+	testwait.Until(t, 5*time.Second, "unassigned IP gone from metadata", func() bool {
 		_ = json.Unmarshal([]byte(m.must(path)), &list)
 		return len(list) == 2
 	})
@@ -147,7 +148,7 @@ func TestMetadataLag(t *testing.T) {
 	req.NetworkInterfaceId = id
 	req.Ipv6AddressCount = requests.NewInteger(2)
 	v6 := try(c.AssignIpv6Addresses(req)).must(t).Ipv6Sets.Ipv6Address
-	eventually(t, 5*time.Second, "IPv6 in metadata", func() bool {
+	testwait.Until(t, 5*time.Second, "IPv6 in metadata", func() bool {
 		st, body := m.get("network/interfaces/macs/" + v.MAC + "/ipv6s")
 		return st == 200 && body == "["+v6[0]+","+v6[1]+"]"
 	})
@@ -167,7 +168,7 @@ func TestConsistencyWindow(t *testing.T) {
 	if _, err := c.DescribeNetworkInterfaceAttribute(ar); code(t, err) != "InvalidEniId.NotFound" {
 		t.Fatalf("attribute of a new ENI: %v", err)
 	}
-	eventually(t, 5*time.Second, "ENI visible", func() bool {
+	testwait.Until(t, 5*time.Second, "ENI visible", func() bool {
 		return len(try(c.DescribeNetworkInterfaces(req)).must(t).NetworkInterfaceSets.NetworkInterfaceSet) == 1
 	})
 	try(c.DescribeNetworkInterfaceAttribute(ar)).must(t)

@@ -21,6 +21,7 @@ import (
 	vpc "github.com/alibabacloud-go/vpc-20160428/v6/client"
 
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 // Tests that drive fakecloud through the Tea (darabonba) SDKs, the ones
@@ -316,7 +317,7 @@ func TestTeaENILifecycle(t *testing.T) {
 		t.Error("attach: empty RequestId")
 	}
 	var got *ecs.DescribeNetworkInterfacesResponseBodyNetworkInterfaceSetsNetworkInterfaceSet
-	eventually(t, 10*time.Second, id+" InUse", func() bool {
+	testwait.Until(t, 10*time.Second, id+" InUse", func() bool {
 		got = teaDescribeENI(t, c, id)
 		switch s := tea.StringValue(got.Status); s {
 		case "InUse":

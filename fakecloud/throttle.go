@@ -53,22 +53,6 @@ func (s *Settings) budget(action string) int {
 	return s.Throttle["*"]
 }
 
-// The other throttling codes the service answers (aliyun-wire §3.4): the
-// ECS "API throttling" page names Throttling, the gateway also answers
-// Throttling.Api; CodeThrottling (Throttling.User) is the default.
-const (
-	CodeThrottlingPlain = "Throttling"
-	CodeThrottlingAPI   = "Throttling.Api"
-)
-
-func isThrottleCode(code string) bool {
-	switch code {
-	case CodeThrottlingPlain, CodeThrottling, CodeThrottlingAPI:
-		return true
-	}
-	return false
-}
-
 // throttleCode returns the code a call of action over budget answers
 // under s.
 func (s *Settings) throttleCode(action string) string {

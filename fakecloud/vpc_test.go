@@ -13,6 +13,7 @@ import (
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/vpc"
 
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 const vsw3 = "vsw-bp1lab0000000000003"
@@ -145,7 +146,7 @@ func TestVSwitchAvailableIPCountTracksENIs(t *testing.T) {
 	del := ecs.CreateDeleteNetworkInterfaceRequest()
 	del.NetworkInterfaceId = eni.NetworkInterfaceId
 	try(ec.DeleteNetworkInterface(del)).must(t)
-	eventually(t, 10*time.Second, "addresses released", func() bool {
+	testwait.Until(t, 10*time.Second, "addresses released", func() bool {
 		return describeVSwitch(t, c, vsw2).AvailableIpAddressCount == before-1
 	})
 }
@@ -300,7 +301,7 @@ func routeByID(t *testing.T, c *vpc.Client, id string) vpc.RouteEntry {
 func waitRouteAvailable(t *testing.T, c *vpc.Client, id string) vpc.RouteEntry {
 	t.Helper()
 	var got vpc.RouteEntry
-	eventually(t, 10*time.Second, id+" Available", func() bool {
+	testwait.Until(t, 10*time.Second, id+" Available", func() bool {
 		got = routeByID(t, c, id)
 		return got.Status == "Available"
 	})
@@ -616,7 +617,7 @@ func describeEIP(t *testing.T, c *vpc.Client, id string) (vpc.EipAddress, bool) 
 func waitEIP(t *testing.T, c *vpc.Client, id, want string) vpc.EipAddress {
 	t.Helper()
 	var got vpc.EipAddress
-	eventually(t, 10*time.Second, id+" "+want, func() bool {
+	testwait.Until(t, 10*time.Second, id+" "+want, func() bool {
 		var ok bool
 		got, ok = describeEIP(t, c, id)
 		return ok && got.Status == want

@@ -16,6 +16,7 @@ import (
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
 
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/testwait"
 )
 
 // recorder is a Hypervisor that records every event in order.
@@ -108,7 +109,7 @@ func TestHypervisorEvents(t *testing.T) {
 	att := ecs.CreateAttachNetworkInterfaceRequest()
 	att.NetworkInterfaceId, att.InstanceId = id, node1
 	try(c.AttachNetworkInterface(att)).must(t)
-	eventually(t, 5*time.Second, "attach attempted", func() bool {
+	testwait.Until(t, 5*time.Second, "attach attempted", func() bool {
 		return strings.HasPrefix(rec.log()[len(rec.log())-1], "attached")
 	})
 	got := waitStatus(t, c, id, "Available")

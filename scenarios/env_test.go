@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/fakecloud/admin"
 	"github.com/terway-sim/terway/lab/audit"
 	"github.com/terway-sim/terway/lab/cluster"
 	"github.com/terway-sim/terway/lab/workload"
@@ -142,9 +142,9 @@ func (e *Env) RequireLab() {
 }
 
 // World reads fakecloud's world (tier 2).
-func (e *Env) World(ctx context.Context) *fakecloud.WorldView {
+func (e *Env) World(ctx context.Context) *admin.WorldView {
 	GinkgoHelper()
-	w, err := (&fakecloud.AdminClient{URL: e.CloudURL, Token: e.CloudToken}).World(ctx)
+	w, err := (&admin.Client{URL: e.CloudURL, Token: e.CloudToken}).World(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	return w
 }

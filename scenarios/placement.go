@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/terway-sim/terway/daemon/mode"
-	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/fakecloud/admin"
 )
 
 // The world's ENI type and status that pods' ENIs have.
@@ -21,7 +21,7 @@ const (
 // providerID ("<region>.<instance>", the Alibaba cloud-controller-manager
 // format the lab's kubelets use), or else the world's instance named like
 // the node. ok is false when neither gives one the world has.
-func NodeInstance(node corev1.Node, world *fakecloud.WorldView) (id string, ok bool) {
+func NodeInstance(node corev1.Node, world *admin.WorldView) (id string, ok bool) {
 	if _, inst, found := strings.Cut(node.Spec.ProviderID, "."); found && inst != "" {
 		id = inst
 	}
@@ -35,11 +35,11 @@ func NodeInstance(node corev1.Node, world *fakecloud.WorldView) (id string, ok b
 
 // eniAddr is where an address lives in the world.
 type eniAddr struct {
-	eni  fakecloud.ENIView
+	eni  admin.ENIView
 	role string // "primary", "secondary" or "ipv6"
 }
 
-func indexAddresses(world *fakecloud.WorldView) map[netip.Addr]eniAddr {
+func indexAddresses(world *admin.WorldView) map[netip.Addr]eniAddr {
 	idx := map[netip.Addr]eniAddr{}
 	for _, e := range world.ENIs {
 		idx[e.PrimaryIP] = eniAddr{e, "primary"}
@@ -63,7 +63,7 @@ func indexAddresses(world *fakecloud.WorldView) map[netip.Addr]eniAddr {
 //   - ENIOnly: the primary address of such an ENI (the pod has the whole
 //     ENI), or one of its IPv6 addresses;
 //   - VPC: inside the node's podCIDRs (world is not needed and may be nil).
-func CheckPodAddresses(m mode.Mode, world *fakecloud.WorldView, nodes []corev1.Node, pods []corev1.Pod) []string {
+func CheckPodAddresses(m mode.Mode, world *admin.WorldView, nodes []corev1.Node, pods []corev1.Pod) []string {
 	byName := map[string]corev1.Node{}
 	for _, n := range nodes {
 		byName[n.Name] = n
@@ -103,7 +103,7 @@ func podIPs(p corev1.Pod) []string {
 }
 
 // checkAddress says what is wrong with one pod address, or "".
-func checkAddress(m mode.Mode, world *fakecloud.WorldView, idx map[netip.Addr]eniAddr, node corev1.Node, s string) string {
+func checkAddress(m mode.Mode, world *admin.WorldView, idx map[netip.Addr]eniAddr, node corev1.Node, s string) string {
 	a, err := netip.ParseAddr(s)
 	if err != nil {
 		return "is not an address"
@@ -152,7 +152,7 @@ func checkPodCIDR(node corev1.Node, a netip.Addr) string {
 // Secondary ENIs of the instance that no pod holds; for ENIOnly those
 // ENIs whose primary no pod holds. held are the addresses of every pod
 // on the node. VPC mode has no cloud pool: 0.
-func IdleAddresses(m mode.Mode, world *fakecloud.WorldView, instanceID string, held map[netip.Addr]bool) int {
+func IdleAddresses(m mode.Mode, world *admin.WorldView, instanceID string, held map[netip.Addr]bool) int {
 	n := 0
 	for _, e := range world.ENIs {
 		if e.InstanceID != instanceID || e.Type != eniSecondary || e.Status != eniInUse {

@@ -119,28 +119,9 @@ func serve(ctx context.Context, o *serveOptions, stdout, stderr io.Writer) error
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	spec := fakecloud.DefaultSpec()
-	if o.world != "" {
-		s, err := fakecloud.LoadSpec(o.world)
-		if err != nil {
-			return err
-		}
-		spec = s
-	}
-	secret := o.accessSecret
-	if secret == "" {
-		secret = os.Getenv("FAKECLOUD_ACCESS_KEY_SECRET")
-	}
-	switch {
-	case o.accessKeyID != "" && secret == "":
-		return errors.New("--access-key-id needs --access-key-secret (or FAKECLOUD_ACCESS_KEY_SECRET)")
-	case o.accessKeyID == "" && o.accessSecret != "":
-		return errors.New("--access-key-secret needs --access-key-id")
-	case o.accessKeyID != "":
-		spec.AccessKeys = append(spec.AccessKeys, fakecloud.AccessKeySpec{ID: o.accessKeyID, Secret: secret})
-	}
-	if len(spec.AccessKeys) == 0 {
-		log.Warn("no static AccessKey configured: only instance RAM-role (STS) credentials will be accepted")
+	spec, err := serveSpec(o, log)
+	if err != nil {
+		return err
 	}
 	if o.timeScale <= 0 {
 		return fmt.Errorf("--time-scale must be positive, got %v", o.timeScale)
@@ -174,6 +155,35 @@ func serve(ctx context.Context, o *serveOptions, stdout, stderr io.Writer) error
 		_ = s.Shutdown(sctx)
 	}
 	return nil
+}
+
+// serveSpec is the world serve starts: the world file's (or the default
+// one), with the AccessKey of the flags.
+func serveSpec(o *serveOptions, log *slog.Logger) (fakecloud.Spec, error) {
+	spec := fakecloud.DefaultSpec()
+	if o.world != "" {
+		s, err := fakecloud.LoadSpec(o.world)
+		if err != nil {
+			return spec, err
+		}
+		spec = s
+	}
+	secret := o.accessSecret
+	if secret == "" {
+		secret = os.Getenv("FAKECLOUD_ACCESS_KEY_SECRET")
+	}
+	switch {
+	case o.accessKeyID != "" && secret == "":
+		return spec, errors.New("--access-key-id needs --access-key-secret (or FAKECLOUD_ACCESS_KEY_SECRET)")
+	case o.accessKeyID == "" && o.accessSecret != "":
+		return spec, errors.New("--access-key-secret needs --access-key-id")
+	case o.accessKeyID != "":
+		spec.AccessKeys = append(spec.AccessKeys, fakecloud.AccessKeySpec{ID: o.accessKeyID, Secret: secret})
+	}
+	if len(spec.AccessKeys) == 0 {
+		log.Warn("no static AccessKey configured: only instance RAM-role (STS) credentials will be accepted")
+	}
+	return spec, nil
 }
 
 // listenAll opens the API listener and every metadata listener before

@@ -6,7 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/fakecloud/admin"
 )
 
 // index is the snapshot cross-referenced for the checks.
@@ -18,10 +18,10 @@ type index struct {
 	notes    []string
 
 	byInstance map[string]*nodeSnap
-	enis       map[string]*fakecloud.ENIView // by ID
-	enisByMAC  map[string]*fakecloud.ENIView
-	attached   map[string][]*fakecloud.ENIView // instance → ENIs attached to it
-	vswitches  map[string]bool                 // the lab's (those of the lab instances' VPCs)
+	enis       map[string]*admin.ENIView // by ID
+	enisByMAC  map[string]*admin.ENIView
+	attached   map[string][]*admin.ENIView // instance → ENIs attached to it
+	vswitches  map[string]bool             // the lab's (those of the lab instances' VPCs)
 	podSpace   []netip.Prefix
 	gateways   map[netip.Addr]bool
 	// live are, per node, the pods that need their network now: not
@@ -56,8 +56,8 @@ func analyze(s *snapshot) *Report {
 
 func newIndex(s *snapshot) *index {
 	ix := &index{s: s, counts: map[string]*Counts{}, byInstance: map[string]*nodeSnap{},
-		enis: map[string]*fakecloud.ENIView{}, enisByMAC: map[string]*fakecloud.ENIView{},
-		attached: map[string][]*fakecloud.ENIView{}, vswitches: map[string]bool{}, gateways: map[netip.Addr]bool{},
+		enis: map[string]*admin.ENIView{}, enisByMAC: map[string]*admin.ENIView{},
+		attached: map[string][]*admin.ENIView{}, vswitches: map[string]bool{}, gateways: map[netip.Addr]bool{},
 		live: map[string]map[string]*corev1.Pod{}}
 	for _, n := range s.nodes {
 		ix.counts[n.in.Name] = &Counts{}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/terway-sim/terway/daemon/mode"
-	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/fakecloud/admin"
 )
 
 // DefaultVethPrefix is the CNI plugin's default host veth prefix
@@ -126,8 +126,8 @@ type snapshot struct {
 	vethPrefix string
 	clusterID  string
 	now        time.Time
-	world      *fakecloud.WorldView // nil: unreadable
-	kube       *kubeView            // nil: unreadable
+	world      *admin.WorldView // nil: unreadable
+	kube       *kubeView        // nil: unreadable
 	nodes      []*nodeSnap
 	// errs are the source errors, as findings.
 	errs []Finding

@@ -1,6 +1,6 @@
 package audit
 
-import "github.com/terway-sim/terway/fakecloud"
+import "github.com/terway-sim/terway/fakecloud/admin"
 
 // countAll fills each node's counts of what was read and sums them (the
 // checks have counted reservations, pod veths, unverified idle and in
@@ -43,7 +43,7 @@ func (ix *index) countCloud(n *nodeSnap, c *Counts) {
 		}
 	}
 	for _, e := range ix.attached[n.in.InstanceID] {
-		if e.Status != fakecloud.ENIInUse && e.Status != fakecloud.ENIAttaching && e.Status != fakecloud.ENIDetaching {
+		if e.Status != admin.ENIInUse && e.Status != admin.ENIAttaching && e.Status != admin.ENIDetaching {
 			continue
 		}
 		c.ENIs++

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/terway-sim/terway/cni/datapath"
-	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/fakecloud/admin"
 )
 
 // linkRole is what a node link is to the audit.
@@ -25,7 +25,7 @@ const (
 type linkClass struct {
 	role  linkRole
 	owner string // rolePodVeth: the pod's key
-	eni   *fakecloud.ENIView
+	eni   *admin.ENIView
 }
 
 // dpCheck is the datapath check of one node.
@@ -118,8 +118,8 @@ func (d *dpCheck) classifyLinks() {
 
 // checkENILink reports an ENI link the cloud does not attach to this node,
 // or one that came back from a pod without a teardown.
-func (d *dpCheck) checkENILink(l linkInfo, e *fakecloud.ENIView) {
-	if e.InstanceID != d.n.in.InstanceID || e.Status == fakecloud.ENIAvailable {
+func (d *dpCheck) checkENILink(l linkInfo, e *admin.ENIView) {
+	if e.InstanceID != d.n.in.InstanceID || e.Status == admin.ENIAvailable {
 		d.ix.add(Finding{Kind: KindStaleLink, Node: d.n.in.Name, Object: "link " + l.Name,
 			Detail:  fmt.Sprintf("has the MAC of %s, which the cloud has %s on %q", e.ID, e.Status, e.InstanceID),
 			Sources: []Source{SourceNetNS, SourceCloud}})

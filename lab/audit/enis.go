@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/terway-sim/terway/daemon/cloud"
-	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/fakecloud/admin"
 )
 
 // checkENIs finds orphan ENIs in the lab's vSwitches, attached ENIs their
@@ -17,10 +17,10 @@ func (ix *index) checkENIs() {
 	}
 	for i := range w.ENIs {
 		e := &w.ENIs[i]
-		if !ix.vswitches[e.VSwitchID] || e.Type == fakecloud.ENITypePrimary {
+		if !ix.vswitches[e.VSwitchID] || e.Type == admin.ENITypePrimary {
 			continue
 		}
-		if e.Status == fakecloud.ENIAvailable {
+		if e.Status == admin.ENIAvailable {
 			ix.total.AvailableENIs++
 		}
 		ix.checkOrphan(e)
@@ -39,7 +39,7 @@ func (ix *index) checkENIs() {
 // other than the one it is attached to. An
 // Available ENI of a lab node whose daemon has calls in flight (being
 // created or released) is skipped.
-func (ix *index) checkOrphan(e *fakecloud.ENIView) {
+func (ix *index) checkOrphan(e *admin.ENIView) {
 	var why []string
 	owner := e.Tags[cloud.TagInstanceID]
 	node := ""
@@ -48,7 +48,7 @@ func (ix *index) checkOrphan(e *fakecloud.ENIView) {
 	} else if n := ix.byInstance[owner]; n != nil {
 		node = n.in.Name
 	}
-	if e.Status == fakecloud.ENIAvailable {
+	if e.Status == admin.ENIAvailable {
 		if n := ix.byInstance[owner]; n != nil && (busyWith(n, e.ID) || (n.pool != nil && n.pool.enis[e.ID])) {
 			ix.counts[n.in.Name].InFlight++
 			return
@@ -94,8 +94,8 @@ func (ix *index) exclusiveENIs(n *nodeSnap) map[string]bool {
 // checkKnown reports a secondary ENI attached to node n that neither the
 // daemon's pool nor its store knows. It needs the pool: the store records
 // ENIs only through the pods that use them.
-func (ix *index) checkKnown(n *nodeSnap, e *fakecloud.ENIView, held map[string]bool) {
-	if n.pool == nil || n.store == nil || e.Type != fakecloud.ENITypeSecondary || e.Status != fakecloud.ENIInUse {
+func (ix *index) checkKnown(n *nodeSnap, e *admin.ENIView, held map[string]bool) {
+	if n.pool == nil || n.store == nil || e.Type != admin.ENITypeSecondary || e.Status != admin.ENIInUse {
 		return
 	}
 	if n.pool.enis[e.ID] || held[e.ID] || busyWith(n, e.ID) {
@@ -115,8 +115,8 @@ func (ix *index) checkKnown(n *nodeSnap, e *fakecloud.ENIView, held map[string]b
 
 // checkLinked reports an InUse ENI of node n that is not a link in the
 // node's namespace, unless an exclusive-ENI pod holds it.
-func (ix *index) checkLinked(n *nodeSnap, e *fakecloud.ENIView, held map[string]bool) {
-	if n.net == nil || e.Status != fakecloud.ENIInUse || held[e.ID] || held[normMAC(e.MAC)] {
+func (ix *index) checkLinked(n *nodeSnap, e *admin.ENIView, held map[string]bool) {
+	if n.net == nil || e.Status != admin.ENIInUse || held[e.ID] || held[normMAC(e.MAC)] {
 		return
 	}
 	for _, l := range n.net.links {

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/terway-sim/terway/daemon/mode"
-	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/fakecloud/admin"
 )
 
 // checkAddresses compares, per node, the addresses the cloud assigns to
@@ -36,8 +36,8 @@ func (ix *index) checkAddresses() {
 // ENIMultiIP mode every address of a Secondary ENI (its primary
 // included), in the ENI modes only the primary of a Secondary ENI. The
 // Primary ENI (eth0) and trunks are never pool ENIs (ipam Restore).
-func (ix *index) poolManaged(e *fakecloud.ENIView, ip netip.Addr) bool {
-	if e.Type != fakecloud.ENITypeSecondary {
+func (ix *index) poolManaged(e *admin.ENIView, ip netip.Addr) bool {
+	if e.Type != admin.ENITypeSecondary {
 		return false
 	}
 	return ix.s.mode == mode.ENIMultiIP || ip == e.PrimaryIP
@@ -45,8 +45,8 @@ func (ix *index) poolManaged(e *fakecloud.ENIView, ip netip.Addr) bool {
 
 // eniIPv4 are the IPv4 addresses of e that may be pod addresses: all but
 // the primary of a Primary ENI, which is the node's own.
-func eniIPv4(e *fakecloud.ENIView) []netip.Addr {
-	if e.Type == fakecloud.ENITypePrimary {
+func eniIPv4(e *admin.ENIView) []netip.Addr {
+	if e.Type == admin.ENITypePrimary {
 		return slices.Clone(e.IPv4)
 	}
 	return append([]netip.Addr{e.PrimaryIP}, e.IPv4...)
@@ -71,9 +71,9 @@ func busyWith(n *nodeSnap, eniID string) bool {
 
 // checkENIAddresses finds the leaked addresses of one attached ENI; held
 // are those pods and the store account for.
-func (ix *index) checkENIAddresses(n *nodeSnap, e *fakecloud.ENIView, held map[netip.Addr]bool) {
+func (ix *index) checkENIAddresses(n *nodeSnap, e *admin.ENIView, held map[netip.Addr]bool) {
 	c := ix.counts[n.in.Name]
-	inFlight := e.Status != fakecloud.ENIInUse || busyWith(n, e.ID)
+	inFlight := e.Status != admin.ENIInUse || busyWith(n, e.ID)
 	var unheld4 []netip.Addr
 	for _, ip := range eniIPv4(e) {
 		if held[ip] {
@@ -92,7 +92,7 @@ func (ix *index) checkENIAddresses(n *nodeSnap, e *fakecloud.ENIView, held map[n
 				Detail: ix.leakDetail(n, e, ip), Sources: ix.leakSources(n)})
 		}
 	}
-	if e.Type == fakecloud.ENITypePrimary || inFlight {
+	if e.Type == admin.ENITypePrimary || inFlight {
 		return // the node's own IPv6, or in flight
 	}
 	// The pool pairs each IPv6 address with an IPv4 one of the same ENI
@@ -112,7 +112,7 @@ func (ix *index) checkENIAddresses(n *nodeSnap, e *fakecloud.ENIView, held map[n
 	}
 }
 
-func (ix *index) leakDetail(n *nodeSnap, e *fakecloud.ENIView, ip netip.Addr) string {
+func (ix *index) leakDetail(n *nodeSnap, e *admin.ENIView, ip netip.Addr) string {
 	where := fmt.Sprintf("assigned to %s ENI %s attached to %s", e.Type, e.ID, n.in.InstanceID)
 	if !ix.poolManaged(e, ip) {
 		return where + "; held by no pod or attachment, and the daemon never pools it (" + ix.unpooledWhy(e) + ")"
@@ -120,8 +120,8 @@ func (ix *index) leakDetail(n *nodeSnap, e *fakecloud.ENIView, ip netip.Addr) st
 	return where + "; held by no pod, no store attachment, and not in the daemon's pool"
 }
 
-func (ix *index) unpooledWhy(e *fakecloud.ENIView) string {
-	if e.Type != fakecloud.ENITypeSecondary {
+func (ix *index) unpooledWhy(e *admin.ENIView) string {
+	if e.Type != admin.ENITypeSecondary {
 		return e.Type + " ENIs are not pool ENIs"
 	}
 	return string(ix.s.mode) + " mode uses an ENI's primary address only"
@@ -164,7 +164,7 @@ func (ix *index) missingOnENI(n *nodeSnap, r resource) []string {
 		return []string{fmt.Sprintf("store records %s %s/%s on ENI %q (%s), which the cloud does not have",
 			r.Type, r.IPv4, r.IPv6, r.ENIID, r.ENIMAC)}
 	}
-	if e.InstanceID != n.in.InstanceID || (e.Status != fakecloud.ENIInUse && e.Status != fakecloud.ENIDetaching) {
+	if e.InstanceID != n.in.InstanceID || (e.Status != admin.ENIInUse && e.Status != admin.ENIDetaching) {
 		return []string{fmt.Sprintf("store records %s %s/%s on ENI %s, which the cloud has %s on %q, not on %s",
 			r.Type, r.IPv4, r.IPv6, e.ID, e.Status, e.InstanceID, n.in.InstanceID)}
 	}

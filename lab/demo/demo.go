@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/terway-sim/terway/daemon/mode"
-	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/fakecloud/admin"
 	"github.com/terway-sim/terway/lab/audit"
 	"github.com/terway-sim/terway/lab/cluster"
 	"github.com/terway-sim/terway/lab/workload"
@@ -62,7 +62,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		o.Replicas = DefaultReplicas(o.State)
 	}
 	r.Replicas = o.Replicas
-	d := &run{o: o, r: r, admin: &fakecloud.AdminClient{URL: o.State.FakecloudURL, Token: o.State.AdminToken}}
+	d := &run{o: o, r: r, admin: &admin.Client{URL: o.State.FakecloudURL, Token: o.State.AdminToken}}
 	err := d.steps(ctx)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
@@ -78,7 +78,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 type run struct {
 	o     Options
 	r     *Report
-	admin *fakecloud.AdminClient
+	admin *admin.Client
 	w     *workload.Workload
 }
 

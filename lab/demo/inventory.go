@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/terway-sim/terway/daemon/mode"
-	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/fakecloud/admin"
 	"github.com/terway-sim/terway/lab/cluster"
 	"github.com/terway-sim/terway/lab/workload"
 )
@@ -69,7 +69,7 @@ func (d *run) calls(ctx context.Context) error {
 	}
 	d.r.Calls, d.r.Failed = map[string]int64{}, map[string]int64{}
 	for _, s := range stats {
-		if s.Outcome == fakecloud.OutcomeSuccess {
+		if s.Outcome == admin.OutcomeSuccess {
 			d.r.Calls[s.Action] += s.Count
 		} else if strings.HasPrefix(s.Outcome, "Throttling") {
 			d.r.Throttled += s.Count

@@ -7,9 +7,6 @@ import (
 	"github.com/terway-sim/terway/fakecloud/wire"
 )
 
-// maxTagsPerResource is ECS's limit of tags on one resource.
-const maxTagsPerResource = 20
-
 // parseTags reads Tag.N.Key/Value and checks them as ECS does.
 func parseTags(p wire.Params) ([]tag, error) {
 	var out []tag
@@ -35,20 +32,6 @@ func hasPrefixFold(s, prefix string) bool {
 	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
-// mergeTags sets add on have (replacing values of existing keys) and
-// returns the result, or false when the resource would exceed the limit.
-func mergeTags(have, add []tag) ([]tag, bool) {
-	out := append([]tag(nil), have...)
-	for _, t := range add {
-		if i := slices.IndexFunc(out, func(x tag) bool { return x.Key == t.Key }); i >= 0 {
-			out[i].Value = t.Value
-			continue
-		}
-		out = append(out, t)
-	}
-	return out, len(out) <= maxTagsPerResource
-}
-
 // maxTagResourceIDs bounds ResourceId.N of TagResources.
 const maxTagResourceIDs = 50
 
@@ -72,42 +55,5 @@ func (c *Cloud) tagResources(x *call) (response, error) {
 	if len(tags) == 0 {
 		return nil, apiErr(404, "MissingParameter.Tags", "The parameter - Tags should not be null.")
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	type target struct {
-		tags *[]tag
-		mark func()
-	}
-	var targets []target
-	for _, id := range ids {
-		var t target
-		switch strings.ToLower(rtype) {
-		case "eni":
-			if e := c.st.ENIs[id]; e != nil {
-				t = target{&e.Tags, func() { c.dirty.eni(id) }}
-			}
-		case "instance":
-			if in := c.st.Instances[id]; in != nil {
-				t = target{&in.Tags, func() { c.dirty.instance(id) }}
-			}
-		case "securitygroup":
-			if g := c.st.SecurityGroups[id]; g != nil {
-				t = target{&g.Tags, func() { c.dirty.sg(id) }}
-			}
-		default:
-			return nil, apiErr(404, CodeResourceTypeNotFound, "The ResourceType provided does not exist in our records.")
-		}
-		if t.tags == nil {
-			return nil, apiErr(404, CodeResourceNotFound, "The specified ResourceIds are not found in our records.")
-		}
-		if _, ok := mergeTags(*t.tags, tags); !ok {
-			return nil, apiErr(400, CodeTagQuota, "The quota of tags on resource is beyond permitted range.")
-		}
-		targets = append(targets, t)
-	}
-	for _, t := range targets {
-		*t.tags, _ = mergeTags(*t.tags, tags)
-		t.mark()
-	}
-	return &base{}, c.commitLocked()
+	return ack(c.w.tagResources(rtype, ids, tags))
 }

@@ -23,32 +23,83 @@ import (
 // grows past compactBytes.
 const compactBytes = 64 << 20
 
+// recordKind is a persisted map of the state, as journal records name
+// it (kindNames).
+type recordKind int
+
+// The record kinds, in the order a journal write lists them.
+const (
+	kindENI recordKind = iota
+	kindInstance
+	kindEIP
+	kindRoute
+	kindToken
+	kindSTS
+	kindSG
+	numKinds
+)
+
+var kindNames = [numKinds]string{kindENI: "eni", kindInstance: "instance", kindEIP: "eip", kindRoute: "route",
+	kindToken: "token", kindSTS: "sts", kindSG: "sg"}
+
 // dirtySet names the objects a locked section changed.
 type dirtySet struct {
-	enis, instances, eips, routes, tokens, sts, sgs map[string]bool
-	seq, settings                                   bool
+	ids      [numKinds]map[string]bool
+	settings bool
 }
 
-func mark(m *map[string]bool, id string) {
-	if *m == nil {
-		*m = map[string]bool{}
+func (d *dirtySet) mark(k recordKind, id string) {
+	if d.ids[k] == nil {
+		d.ids[k] = map[string]bool{}
 	}
-	(*m)[id] = true
+	d.ids[k][id] = true
 }
 
-func (d *dirtySet) eni(id string)      { mark(&d.enis, id) }
-func (d *dirtySet) instance(id string) { mark(&d.instances, id) }
-func (d *dirtySet) eip(id string)      { mark(&d.eips, id) }
-func (d *dirtySet) route(id string)    { mark(&d.routes, id) }
-func (d *dirtySet) token(id string)    { mark(&d.tokens, id) }
-func (d *dirtySet) cred(id string)     { mark(&d.sts, id) }
-func (d *dirtySet) sg(id string)       { mark(&d.sgs, id) }
+func (d *dirtySet) eni(id string)      { d.mark(kindENI, id) }
+func (d *dirtySet) instance(id string) { d.mark(kindInstance, id) }
+func (d *dirtySet) eip(id string)      { d.mark(kindEIP, id) }
+func (d *dirtySet) route(id string)    { d.mark(kindRoute, id) }
+func (d *dirtySet) token(id string)    { d.mark(kindToken, id) }
+func (d *dirtySet) cred(id string)     { d.mark(kindSTS, id) }
+func (d *dirtySet) sg(id string)       { d.mark(kindSG, id) }
 
 func (d *dirtySet) reset() { *d = dirtySet{} }
 
 func (d *dirtySet) empty() bool {
-	return len(d.enis)+len(d.instances)+len(d.eips)+len(d.routes)+len(d.tokens)+len(d.sts)+len(d.sgs) == 0 &&
-		!d.seq && !d.settings
+	for _, ids := range d.ids {
+		if len(ids) > 0 {
+			return false
+		}
+	}
+	return !d.settings
+}
+
+// table is one persisted map of the state, seen by the journal: replaying
+// a record into it, and reading an object out of it.
+type table struct {
+	upsert func(id string, v json.RawMessage, del bool) error
+	value  func(id string) (any, bool)
+}
+
+func tableOf[T any](m map[string]*T) table {
+	return table{
+		upsert: func(id string, v json.RawMessage, del bool) error { return upsert(m, id, v, del) },
+		value: func(id string) (any, bool) {
+			x, ok := m[id]
+			return x, ok
+		},
+	}
+}
+
+// journalTables returns the persisted maps by kind. The maps are made at
+// load and never replaced, so the table is made once.
+func (st *state) journalTables() *[numKinds]table {
+	if st.tables == nil {
+		st.tables = &[numKinds]table{kindENI: tableOf(st.ENIs), kindInstance: tableOf(st.Instances),
+			kindEIP: tableOf(st.EIPs), kindRoute: tableOf(st.Routes), kindToken: tableOf(st.Tokens),
+			kindSTS: tableOf(st.STS), kindSG: tableOf(st.SecurityGroups)}
+	}
+	return st.tables
 }
 
 // record is one journal line: an object upserted, or deleted when V is
@@ -185,26 +236,16 @@ func replayJournal(st *state, path string) (int, error) {
 }
 
 func (st *state) apply(rec record) error {
-	del := len(rec.V) == 0
 	switch rec.K {
-	case "eni":
-		return upsert(st.ENIs, rec.ID, rec.V, del)
-	case "instance":
-		return upsert(st.Instances, rec.ID, rec.V, del)
-	case "eip":
-		return upsert(st.EIPs, rec.ID, rec.V, del)
-	case "route":
-		return upsert(st.Routes, rec.ID, rec.V, del)
-	case "token":
-		return upsert(st.Tokens, rec.ID, rec.V, del)
-	case "sts":
-		return upsert(st.STS, rec.ID, rec.V, del)
-	case "sg":
-		return upsert(st.SecurityGroups, rec.ID, rec.V, del)
 	case "seq":
 		return json.Unmarshal(rec.V, &st.Seq)
 	case "settings":
 		return json.Unmarshal(rec.V, &st.Spec.Settings)
+	}
+	for k, name := range kindNames {
+		if name == rec.K {
+			return st.journalTables()[k].upsert(rec.ID, rec.V, len(rec.V) == 0)
+		}
 	}
 	return fmt.Errorf("unknown record kind %q", rec.K)
 }
@@ -228,54 +269,27 @@ func upsert[T any](m map[string]*T, id string, v json.RawMessage, del bool) erro
 	return nil
 }
 
-// write appends the changed objects of d to the journal in one write.
+// write appends the changed objects of d to the journal in one write:
+// their current value, or a deletion for those that are gone.
 func (j *journal) write(st *state, d *dirtySet) error {
 	if d.empty() && !st.seqDirty {
 		return nil
 	}
 	j.buf.Reset()
-	// Records are written by hand around the object's JSON: marshalling a
-	// record that embeds a RawMessage would re-validate every byte.
-	enc := func(kind, id string, v any, present bool) error {
-		j.buf.WriteString(`{"k":"`)
-		j.buf.WriteString(kind)
-		j.buf.WriteString(`","id":`)
-		idb, err := json.Marshal(id)
-		if err != nil {
-			return err
+	var err error
+	for k, ids := range d.ids {
+		t := st.journalTables()[k]
+		for id := range ids {
+			v, ok := t.value(id)
+			err = errors.Join(err, j.encode(kindNames[k], id, v, ok))
 		}
-		j.buf.Write(idb)
-		if present {
-			j.buf.WriteString(`,"v":`)
-			if e, ok := v.(*eni); ok {
-				j.scratch = appendENI(j.scratch[:0], e)
-				j.buf.Write(j.scratch)
-			} else {
-				b, err := json.Marshal(v)
-				if err != nil {
-					return err
-				}
-				j.buf.Write(b)
-			}
-		}
-		j.buf.WriteString("}\n")
-		return nil
 	}
-	err := errors.Join(
-		encodeDirty(enc, "eni", d.enis, st.ENIs),
-		encodeDirty(enc, "instance", d.instances, st.Instances),
-		encodeDirty(enc, "eip", d.eips, st.EIPs),
-		encodeDirty(enc, "route", d.routes, st.Routes),
-		encodeDirty(enc, "token", d.tokens, st.Tokens),
-		encodeDirty(enc, "sts", d.sts, st.STS),
-		encodeDirty(enc, "sg", d.sgs, st.SecurityGroups),
-	)
 	if st.seqDirty {
-		err = errors.Join(err, enc("seq", "", st.Seq, true))
+		err = errors.Join(err, j.encode("seq", "", st.Seq, true))
 		st.seqDirty = false
 	}
 	if d.settings {
-		err = errors.Join(err, enc("settings", "", st.Spec.Settings, true))
+		err = errors.Join(err, j.encode("settings", "", st.Spec.Settings, true))
 	}
 	if err != nil {
 		return err
@@ -291,19 +305,38 @@ func (j *journal) write(st *state, d *dirtySet) error {
 	return nil
 }
 
-// compact writes a fresh snapshot (atomically, mode 0600) and starts an
-// empty journal.
-// encodeDirty journals the objects of m named in ids: their current value,
-// or a deletion for those that are gone.
-func encodeDirty[T any](enc func(kind, id string, v any, present bool) error, kind string, ids map[string]bool, m map[string]*T) error {
-	var err error
-	for id := range ids {
-		v, ok := m[id]
-		err = errors.Join(err, enc(kind, id, v, ok))
+// encode adds one record to the buffer: v under kind and id, or (present
+// false) the deletion of id. Records are written by hand around the
+// object's JSON: marshalling a record that embeds a RawMessage would
+// re-validate every byte.
+func (j *journal) encode(kind, id string, v any, present bool) error {
+	j.buf.WriteString(`{"k":"`)
+	j.buf.WriteString(kind)
+	j.buf.WriteString(`","id":`)
+	idb, err := json.Marshal(id)
+	if err != nil {
+		return err
 	}
-	return err
+	j.buf.Write(idb)
+	if present {
+		j.buf.WriteString(`,"v":`)
+		if e, ok := v.(*eni); ok {
+			j.scratch = appendENI(j.scratch[:0], e)
+			j.buf.Write(j.scratch)
+		} else {
+			b, err := json.Marshal(v)
+			if err != nil {
+				return err
+			}
+			j.buf.Write(b)
+		}
+	}
+	j.buf.WriteString("}\n")
+	return nil
 }
 
+// compact writes a fresh snapshot (atomically, mode 0600) and starts an
+// empty journal.
 func (j *journal) compact(st *state) error {
 	data, err := json.Marshal(st)
 	if err != nil {

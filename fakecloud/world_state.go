@@ -29,6 +29,8 @@ type state struct {
 	macs      map[string]string        `json:"-"`
 	eipPool   *pool4                   `json:"-"`
 	byIP      map[netip.Addr]string    `json:"-"`
+	// tables are the persisted maps by journal record kind.
+	tables *[numKinds]table
 	// seqDirty records that Seq changed since the last journal write.
 	seqDirty bool
 }
@@ -82,21 +84,43 @@ func (st *state) addENI(s ENISpec, now time.Time) error {
 	if _, dup := st.ENIs[s.ID]; dup {
 		return fmt.Errorf("eni %s defined twice", s.ID)
 	}
+	e := &eni{ID: s.ID, Type: ENITypeSecondary, Status: ENIAvailable, VSwitchID: v.ID, VPCID: v.VPCID, ZoneID: v.ZoneID,
+		MAC: st.newMAC(), SecurityGroups: append([]string(nil), s.SecurityGroupIDs...), DeleteOnRelease: s.DeleteOnRelease,
+		CreatedAt: now}
+	if err := claimSpecAddrs(e, s, v, now); err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(s.Tags))
+	for k := range s.Tags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		e.Tags = append(e.Tags, tag{Key: k, Value: s.Tags[k]})
+	}
+	if s.InstanceID != "" {
+		if err := st.attachSpecENI(e, s.InstanceID, now); err != nil {
+			return err
+		}
+	}
+	st.ENIs[e.ID] = e
+	st.macs[e.MAC] = e.ID
+	return nil
+}
+
+// claimSpecAddrs gives a world file's ENI its addresses: the explicit
+// ones first, so that the automatic primary cannot take one of them.
+func claimSpecAddrs(e *eni, s ENISpec, v *vswitch, now time.Time) error {
 	claim := func(str string) (netip.Addr, error) {
 		a, err := netip.ParseAddr(str)
 		if err == nil {
 			err = v.pool4.claim(a)
 		}
 		if err != nil {
-			return netip.Addr{}, fmt.Errorf("eni %s: address %q: %w", s.ID, str, err)
+			return netip.Addr{}, fmt.Errorf("eni %s: address %q: %w", e.ID, str, err)
 		}
 		return a, nil
 	}
-	e := &eni{ID: s.ID, Type: ENITypeSecondary, Status: ENIAvailable, VSwitchID: v.ID, VPCID: v.VPCID, ZoneID: v.ZoneID,
-		MAC: st.newMAC(), SecurityGroups: append([]string(nil), s.SecurityGroupIDs...), DeleteOnRelease: s.DeleteOnRelease,
-		CreatedAt: now}
-	// Explicit addresses first, so that the automatic primary cannot take
-	// one of them.
 	if s.PrimaryIP != "" {
 		a, err := claim(s.PrimaryIP)
 		if err != nil {
@@ -114,45 +138,64 @@ func (st *state) addENI(s ENISpec, now time.Time) error {
 	if s.PrimaryIP == "" {
 		got, ok := v.pool4.take(1)
 		if !ok {
-			return fmt.Errorf("eni %s: vswitch %s has no free address", s.ID, v.ID)
+			return fmt.Errorf("eni %s: vswitch %s has no free address", e.ID, v.ID)
 		}
 		e.PrimaryIP = got[0]
 	}
-	keys := make([]string, 0, len(s.Tags))
-	for k := range s.Tags {
-		keys = append(keys, k)
+	return nil
+}
+
+// attachSpecENI attaches a world file's ENI to its instance.
+func (st *state) attachSpecENI(e *eni, instID string, now time.Time) error {
+	in := st.Instances[instID]
+	if in == nil {
+		return fmt.Errorf("eni %s: unknown instance %s", e.ID, instID)
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		e.Tags = append(e.Tags, tag{Key: k, Value: s.Tags[k]})
+	if in.ZoneID != e.ZoneID || in.VPCID != e.VPCID {
+		return fmt.Errorf("eni %s: instance %s is in another zone or VPC", e.ID, instID)
 	}
-	if s.InstanceID != "" {
-		in := st.Instances[s.InstanceID]
-		if in == nil {
-			return fmt.Errorf("eni %s: unknown instance %s", s.ID, s.InstanceID)
-		}
-		if in.ZoneID != v.ZoneID || in.VPCID != v.VPCID {
-			return fmt.Errorf("eni %s: instance %s is in another zone or VPC", s.ID, s.InstanceID)
-		}
-		attached := st.enisOf(in.ID)
-		if t := st.types[in.InstanceType]; len(attached) >= t.EniQuantity {
-			return fmt.Errorf("eni %s: instance %s (%s) already has %d ENIs", s.ID, in.ID, in.InstanceType, t.EniQuantity)
-		}
-		e.Status, e.InstanceID, e.DeviceIndex, e.AttachedAt = ENIInUse, in.ID, freeDeviceIndex(attached), now
+	attached := st.enisOf(in.ID)
+	if t := st.types[in.InstanceType]; len(attached) >= t.EniQuantity {
+		return fmt.Errorf("eni %s: instance %s (%s) already has %d ENIs", e.ID, in.ID, in.InstanceType, t.EniQuantity)
 	}
-	st.ENIs[e.ID] = e
-	st.macs[e.MAC] = e.ID
+	e.Status, e.InstanceID, e.DeviceIndex, e.AttachedAt = ENIInUse, in.ID, freeDeviceIndex(attached), now
 	return nil
 }
 
 // derive rebuilds the static topology and indexes from Spec and the
 // persisted objects.
 func (st *state) derive() error {
-	spec := st.Spec
+	st.deriveTopology()
+	st.types = map[string]InstanceType{}
+	for _, t := range mergeInstanceTypes(DefaultInstanceTypes(), st.Spec.InstanceTypes) {
+		st.types[t.InstanceTypeID] = t
+	}
+	st.keys = map[string]AccessKeySpec{}
+	for _, k := range st.Spec.AccessKeys {
+		st.keys[k.ID] = k
+	}
+	st.byIP = map[netip.Addr]string{}
+	for _, in := range st.Instances {
+		if e := st.ENIs[in.PrimaryENI]; e != nil {
+			st.byIP[e.PrimaryIP] = in.ID
+		}
+	}
+	st.macs = map[string]string{}
+	for _, e := range st.ENIs {
+		st.macs[e.MAC] = e.ID
+		if err := st.claimENIAddrs(e); err != nil {
+			return err
+		}
+	}
+	return st.deriveEIPPool()
+}
+
+// deriveTopology builds the VPCs and vSwitches of Spec, with empty
+// address pools.
+func (st *state) deriveTopology() {
 	st.VPCs = map[string]*vpc{}
-	for _, v := range spec.VPCs {
-		p := netip.MustParsePrefix(v.CIDR)
-		x := &vpc{ID: v.ID, Name: v.Name, CIDR: p, VRouterID: v.VRouterID, RouteTableID: v.RouteTableID}
+	for _, v := range st.Spec.VPCs {
+		x := &vpc{ID: v.ID, Name: v.Name, CIDR: netip.MustParsePrefix(v.CIDR), VRouterID: v.VRouterID, RouteTableID: v.RouteTableID}
 		if v.IPv6CIDR != "" {
 			x.IPv6CIDR = netip.MustParsePrefix(v.IPv6CIDR)
 		}
@@ -165,7 +208,7 @@ func (st *state) derive() error {
 		st.VPCs[v.ID] = x
 	}
 	st.VSwitches = map[string]*vswitch{}
-	for _, v := range spec.VSwitches {
+	for _, v := range st.Spec.VSwitches {
 		x := &vswitch{ID: v.ID, Name: v.Name, VPCID: v.VPCID, ZoneID: v.ZoneID,
 			CIDR: netip.MustParsePrefix(v.CIDR).Masked(), Reserved: v.Reserved}
 		x.pool4 = newPool4(x.CIDR, v.Reserved)
@@ -175,42 +218,34 @@ func (st *state) derive() error {
 		}
 		st.VSwitches[v.ID] = x
 	}
-	st.types = map[string]InstanceType{}
-	for _, t := range mergeInstanceTypes(DefaultInstanceTypes(), spec.InstanceTypes) {
-		st.types[t.InstanceTypeID] = t
+}
+
+// claimENIAddrs marks the addresses of a persisted ENI taken in its
+// vSwitch's pools.
+func (st *state) claimENIAddrs(e *eni) error {
+	v := st.VSwitches[e.VSwitchID]
+	if v == nil {
+		return fmt.Errorf("state: eni %s refers to unknown vswitch %s", e.ID, e.VSwitchID)
 	}
-	st.keys = map[string]AccessKeySpec{}
-	for _, k := range spec.AccessKeys {
-		st.keys[k.ID] = k
-	}
-	st.byIP = map[netip.Addr]string{}
-	for _, in := range st.Instances {
-		if e := st.ENIs[in.PrimaryENI]; e != nil {
-			st.byIP[e.PrimaryIP] = in.ID
+	for _, a := range append([]netip.Addr{e.PrimaryIP}, addrsOf(e.IPv4)...) {
+		if err := v.pool4.claim(a); err != nil {
+			return fmt.Errorf("state: eni %s address %s: %w", e.ID, a, err)
 		}
 	}
-	st.macs = map[string]string{}
-	for _, e := range st.ENIs {
-		st.macs[e.MAC] = e.ID
-		v := st.VSwitches[e.VSwitchID]
-		if v == nil {
-			return fmt.Errorf("state: eni %s refers to unknown vswitch %s", e.ID, e.VSwitchID)
+	for _, a := range e.IPv6 {
+		if v.pool6 == nil {
+			return fmt.Errorf("state: eni %s has IPv6 on a vswitch without IPv6", e.ID)
 		}
-		for _, a := range append([]netip.Addr{e.PrimaryIP}, addrsOf(e.IPv4)...) {
-			if err := v.pool4.claim(a); err != nil {
-				return fmt.Errorf("state: eni %s address %s: %w", e.ID, a, err)
-			}
-		}
-		for _, a := range e.IPv6 {
-			if v.pool6 == nil {
-				return fmt.Errorf("state: eni %s has IPv6 on a vswitch without IPv6", e.ID)
-			}
-			if err := v.pool6.claim(a.Addr); err != nil {
-				return fmt.Errorf("state: eni %s address %s: %w", e.ID, a.Addr, err)
-			}
+		if err := v.pool6.claim(a.Addr); err != nil {
+			return fmt.Errorf("state: eni %s address %s: %w", e.ID, a.Addr, err)
 		}
 	}
-	cidr := spec.EIPCIDR
+	return nil
+}
+
+// deriveEIPPool builds the EIP pool with the addresses of the EIPs taken.
+func (st *state) deriveEIPPool() error {
+	cidr := st.Spec.EIPCIDR
 	if cidr == "" {
 		cidr = "198.18.0.0/15"
 	}
@@ -327,16 +362,6 @@ func (st *state) newMAC() string {
 			return mac
 		}
 	}
-}
-
-// sortedENIs returns ENIs ordered by ID, the order Describe pages in.
-func (st *state) sortedENIs() []*eni {
-	out := make([]*eni, 0, len(st.ENIs))
-	for _, e := range st.ENIs {
-		out = append(out, e)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
 }
 
 // enisOf returns the ENIs attached (or attaching/detaching) to an

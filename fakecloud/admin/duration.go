@@ -1,4 +1,4 @@
-package fakecloud
+package admin
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 )
 
 // Duration is a time.Duration written as a Go duration string ("2s",
-// "150ms") in world files and admin requests.
+// "150ms") in world files, faults and admin requests.
 type Duration time.Duration
 
 // D returns d as a time.Duration.

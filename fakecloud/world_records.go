@@ -2,29 +2,8 @@ package fakecloud
 
 import (
 	"net/netip"
+	"slices"
 	"time"
-)
-
-// ENI statuses as ECS reports them.
-const (
-	ENIAvailable = "Available"
-	ENIAttaching = "Attaching"
-	ENIInUse     = "InUse"
-	ENIDetaching = "Detaching"
-	ENIDeleting  = "Deleting"
-)
-
-// ENI types.
-const (
-	ENITypePrimary   = "Primary"
-	ENITypeSecondary = "Secondary"
-	ENITypeTrunk     = "Trunk"
-)
-
-// Instance statuses.
-const (
-	StatusRunning = "Running"
-	StatusStopped = "Stopped"
 )
 
 // eni is the world's record of one ENI. Field order and names are the
@@ -160,15 +139,6 @@ type eip struct {
 	CreatedAt          time.Time  `json:"createdAt"`
 }
 
-// EIP statuses.
-const (
-	EIPAvailable     = "Available"
-	EIPAssociating   = "Associating"
-	EIPInUse         = "InUse"
-	EIPUnassociating = "Unassociating"
-	EIPReleasing     = "Releasing"
-)
-
 // idempotency is the remembered result of a call made with a ClientToken.
 type idempotency struct {
 	Action      string    `json:"action"`
@@ -186,4 +156,34 @@ type stsCred struct {
 	Role        string    `json:"role"`
 	Issued      time.Time `json:"issued"`
 	Expires     time.Time `json:"expires"`
+}
+
+// clone returns a copy of e that shares no slice with it, so that the API
+// layer can render it after the lock is released while e changes.
+func (e *eni) clone() eni {
+	c := *e
+	c.SecurityGroups = slices.Clone(e.SecurityGroups)
+	c.IPv4 = slices.Clone(e.IPv4)
+	c.IPv6 = slices.Clone(e.IPv6)
+	c.Tags = slices.Clone(e.Tags)
+	c.Gone4 = slices.Clone(e.Gone4)
+	c.Gone6 = slices.Clone(e.Gone6)
+	return c
+}
+
+// clone returns a copy of in that shares no slice with it.
+func (in *instance) clone() instance {
+	c := *in
+	c.SecurityGroupIDs = slices.Clone(in.SecurityGroupIDs)
+	c.Tags = slices.Clone(in.Tags)
+	return c
+}
+
+// trafficMode is the ENI's NetworkInterfaceTrafficMode; unset means
+// Standard.
+func (e *eni) trafficMode() string {
+	if e.TrafficMode == "" {
+		return "Standard"
+	}
+	return e.TrafficMode
 }

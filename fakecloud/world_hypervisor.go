@@ -3,7 +3,6 @@ package fakecloud
 import (
 	"context"
 	"log/slog"
-	"net/netip"
 	"sync"
 	"time"
 )
@@ -49,51 +48,6 @@ func (NopHypervisor) AddressesChanged(context.Context, string, ENIInfo) error { 
 
 // RoutesChanged implements Hypervisor.
 func (NopHypervisor) RoutesChanged(context.Context, RouteTableInfo) error { return nil }
-
-// InstanceInfo describes an instance and the ENIs attached to it (primary
-// first).
-type InstanceInfo struct {
-	ID           string    `json:"id"`
-	Name         string    `json:"name,omitempty"`
-	InstanceType string    `json:"instanceType"`
-	ZoneID       string    `json:"zoneId"`
-	VPCID        string    `json:"vpcId"`
-	Status       string    `json:"status"`
-	ENIs         []ENIInfo `json:"enis"`
-}
-
-// ENIInfo describes an ENI as a hypervisor plugs it in.
-type ENIInfo struct {
-	ID          string       `json:"id"`
-	MAC         string       `json:"mac"`
-	Type        string       `json:"type"`
-	DeviceIndex int          `json:"deviceIndex"`
-	VSwitchID   string       `json:"vswitchId"`
-	CIDR        netip.Prefix `json:"cidr"`
-	Gateway     netip.Addr   `json:"gateway"`
-	IPv6CIDR    netip.Prefix `json:"ipv6Cidr,omitzero"`
-	IPv6Gateway netip.Addr   `json:"ipv6Gateway,omitzero"`
-	PrimaryIP   netip.Addr   `json:"primaryIp"`
-	// IPv4 are the secondary IPv4 addresses; IPv6 all IPv6 addresses.
-	IPv4 []netip.Addr `json:"ipv4,omitempty"`
-	IPv6 []netip.Addr `json:"ipv6,omitempty"`
-}
-
-// RouteTableInfo is a VPC route table with its custom entries.
-type RouteTableInfo struct {
-	ID      string      `json:"id"`
-	VPCID   string      `json:"vpcId"`
-	Entries []RouteInfo `json:"entries"`
-}
-
-// RouteInfo is one route entry; for next hop type Instance, NextHopIP is
-// the instance's primary address.
-type RouteInfo struct {
-	Destination netip.Prefix `json:"destination"`
-	NextHopType string       `json:"nextHopType"`
-	NextHopID   string       `json:"nextHopId"`
-	NextHopIP   netip.Addr   `json:"nextHopIp,omitzero"`
-}
 
 // hookTimeout bounds one hypervisor call, so that a stuck implementation
 // cannot wedge the world forever.

@@ -1,14 +1,17 @@
-package fakecloud
+package admin_test
 
 import (
 	"context"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/fakecloud/admin"
 )
 
-func TestAdminClient(t *testing.T) {
-	c, err := New(Options{AdminToken: "tok"})
+func TestClient(t *testing.T) {
+	c, err := fakecloud.New(fakecloud.Options{AdminToken: "tok"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -16,15 +19,15 @@ func TestAdminClient(t *testing.T) {
 	srv := httptest.NewServer(c)
 	defer srv.Close()
 	ctx := context.Background()
-	a := &AdminClient{URL: srv.URL, Token: "tok"}
+	a := &admin.Client{URL: srv.URL, Token: "tok"}
 	w, err := a.World(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.RegionID != DefaultRegion || len(w.Instances) == 0 {
+	if w.RegionID != fakecloud.DefaultRegion || len(w.Instances) == 0 {
 		t.Fatalf("world: region %q, %d instances", w.RegionID, len(w.Instances))
 	}
-	name, err := a.AddFault(ctx, Fault{Kind: "error", Action: "DescribeVSwitches", Probability: 1})
+	name, err := a.AddFault(ctx, admin.Fault{Kind: "error", Action: "DescribeVSwitches", Probability: 1})
 	if err != nil || name == "" {
 		t.Fatalf("AddFault: %q, %v", name, err)
 	}
@@ -37,7 +40,7 @@ func TestAdminClient(t *testing.T) {
 	if calls, err := a.Calls(ctx); err != nil || len(calls) != 0 {
 		t.Fatalf("calls after reset: %v, %v", calls, err)
 	}
-	bad := &AdminClient{URL: srv.URL, Token: "wrong"}
+	bad := &admin.Client{URL: srv.URL, Token: "wrong"}
 	if _, err := bad.World(ctx); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("wrong token: %v, want a 401 error", err)
 	}

@@ -115,12 +115,13 @@ type eniJSON struct {
 	Attachment                  *attachmentJSON    `json:"Attachment,omitempty"`
 }
 
-func (c *Cloud) eniJSONLocked(e *eni) eniJSON {
+// eniJSON renders an ENI as the ENI actions answer it.
+func (c *Cloud) eniJSON(e eniSnap) eniJSON {
 	j := eniJSON{
 		NetworkInterfaceID: e.ID, NetworkInterfaceName: e.Name, Description: e.Description, Status: e.Status,
 		Type: e.Type, VpcID: e.VPCID, VSwitchID: e.VSwitchID, ZoneID: e.ZoneID, MacAddress: e.MAC,
 		PrivateIPAddress: e.PrimaryIP.String(), InstanceID: e.InstanceID, CreationTime: apiTime(e.CreatedAt),
-		ResourceGroupID: e.ResourceGroupID, OwnerID: c.st.Spec.AccountID, NetworkInterfaceTrafficMode: e.trafficMode(),
+		ResourceGroupID: e.ResourceGroupID, OwnerID: c.account, NetworkInterfaceTrafficMode: e.trafficMode(),
 		QueueNumber: e.QueueNumber, DeleteOnRelease: e.DeleteOnRelease, SourceDestCheck: e.SourceDestCheck,
 		SecurityGroupIDs: securityGroupIDs{SecurityGroupID: orEmpty(e.SecurityGroups)},
 		PrivateIPSets:    privateIPSets{PrivateIPSet: []privateIPSet{}},
@@ -133,16 +134,14 @@ func (c *Cloud) eniJSONLocked(e *eni) eniJSON {
 	j.Ipv6PrefixSets.Ipv6PrefixSet = []struct {
 		Ipv6Prefix string `json:"Ipv6Prefix"`
 	}{}
-	j.PrivateIPSets.PrivateIPSet = append(j.PrivateIPSets.PrivateIPSet, c.privateIPSetLocked(e, e.PrimaryIP, true))
+	j.PrivateIPSets.PrivateIPSet = append(j.PrivateIPSets.PrivateIPSet, privateIPSetOf(e, e.PrimaryIP, true))
 	for _, a := range e.IPv4 {
-		j.PrivateIPSets.PrivateIPSet = append(j.PrivateIPSets.PrivateIPSet, c.privateIPSetLocked(e, a.Addr, false))
+		j.PrivateIPSets.PrivateIPSet = append(j.PrivateIPSets.PrivateIPSet, privateIPSetOf(e, a.Addr, false))
 	}
 	for _, a := range e.IPv6 {
 		j.Ipv6Sets.Ipv6Set = append(j.Ipv6Sets.Ipv6Set, ipv6Set{Ipv6Address: a.Addr.String()})
 	}
-	if eip := c.eipOnLocked(e.ID, e.PrimaryIP); eip != nil {
-		j.AssociatedPublicIP = associatedPublicIP{PublicIPAddress: eip.Address.String(), AllocationID: eip.ID}
-	}
+	j.AssociatedPublicIP = publicIPOf(e, e.PrimaryIP)
 	if e.InstanceID != "" {
 		j.Attachment = &attachmentJSON{InstanceID: e.InstanceID, DeviceIndex: e.DeviceIndex, AttachedTime: apiTime(e.AttachedAt)}
 		j.Attachment.MemberNetworkInterfaceIDs.MemberNetworkInterfaceID = []string{}
@@ -150,19 +149,17 @@ func (c *Cloud) eniJSONLocked(e *eni) eniJSON {
 	return j
 }
 
-func (c *Cloud) privateIPSetLocked(e *eni, a netip.Addr, primary bool) privateIPSet {
-	s := privateIPSet{PrivateIPAddress: a.String(), Primary: primary}
-	if eip := c.eipOnLocked(e.ID, a); eip != nil {
-		s.AssociatedPublicIP = associatedPublicIP{PublicIPAddress: eip.Address.String(), AllocationID: eip.ID}
-	}
-	return s
+func privateIPSetOf(e eniSnap, a netip.Addr, primary bool) privateIPSet {
+	return privateIPSet{PrivateIPAddress: a.String(), Primary: primary, AssociatedPublicIP: publicIPOf(e, a)}
 }
 
-func (e *eni) trafficMode() string {
-	if e.TrafficMode == "" {
-		return "Standard"
+// publicIPOf is the EIP bound to address a of e, if any.
+func publicIPOf(e eniSnap, a netip.Addr) associatedPublicIP {
+	ref, ok := e.eips[a]
+	if !ok {
+		return associatedPublicIP{}
 	}
-	return e.TrafficMode
+	return associatedPublicIP{PublicIPAddress: ref.address.String(), AllocationID: ref.id}
 }
 
 func orEmpty(s []string) []string {

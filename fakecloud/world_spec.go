@@ -251,55 +251,13 @@ func ParseSpec(data []byte) (Spec, error) {
 // Validate checks references and addresses so that a broken world file
 // fails at load with a message naming the offending entry.
 func (s Spec) Validate() error {
-	zones := map[string]bool{}
-	for _, z := range s.Zones {
-		zones[z] = true
+	vpcs, err := s.validateVPCs()
+	if err != nil {
+		return err
 	}
-	vpcs := map[string]VPCSpec{}
-	for _, v := range s.VPCs {
-		if v.ID == "" {
-			return fmt.Errorf("vpc without id")
-		}
-		if _, err := netip.ParsePrefix(v.CIDR); err != nil {
-			return fmt.Errorf("vpc %s: cidr: %w", v.ID, err)
-		}
-		if v.IPv6CIDR != "" {
-			if _, err := netip.ParsePrefix(v.IPv6CIDR); err != nil {
-				return fmt.Errorf("vpc %s: ipv6Cidr: %w", v.ID, err)
-			}
-		}
-		vpcs[v.ID] = v
-	}
-	vsws := map[string]VSwitchSpec{}
-	for _, v := range s.VSwitches {
-		vpc, ok := vpcs[v.VPCID]
-		if !ok {
-			return fmt.Errorf("vswitch %s: unknown vpc %q", v.ID, v.VPCID)
-		}
-		if len(zones) > 0 && !zones[v.ZoneID] {
-			return fmt.Errorf("vswitch %s: unknown zone %q", v.ID, v.ZoneID)
-		}
-		p, err := netip.ParsePrefix(v.CIDR)
-		if err != nil {
-			return fmt.Errorf("vswitch %s: cidr: %w", v.ID, err)
-		}
-		if !p.Addr().Is4() || p.Bits() < 16 || p.Bits() > 29 {
-			return fmt.Errorf("vswitch %s: cidr %s must be an IPv4 prefix between /16 and /29", v.ID, v.CIDR)
-		}
-		if vp := netip.MustParsePrefix(vpc.CIDR); !vp.Contains(p.Addr()) || p.Bits() < vp.Bits() {
-			return fmt.Errorf("vswitch %s: cidr %s is outside vpc %s (%s)", v.ID, v.CIDR, vpc.ID, vpc.CIDR)
-		}
-		if v.IPv6CIDR != "" {
-			if p6, err := netip.ParsePrefix(v.IPv6CIDR); err != nil || !p6.Addr().Is6() || p6.Bits() != 64 {
-				return fmt.Errorf("vswitch %s: ipv6Cidr %q must be an IPv6 /64", v.ID, v.IPv6CIDR)
-			}
-		}
-		for _, r := range v.Reserved {
-			if _, err := parseAddrOrPrefix(r); err != nil {
-				return fmt.Errorf("vswitch %s: reserved %q: %w", v.ID, r, err)
-			}
-		}
-		vsws[v.ID] = v
+	vsws, err := s.validateVSwitches(vpcs)
+	if err != nil {
+		return err
 	}
 	sgs := map[string]bool{}
 	for _, g := range s.SecurityGroups {
@@ -308,6 +266,93 @@ func (s Spec) Validate() error {
 		}
 		sgs[g.ID] = true
 	}
+	if err := s.validateInstances(vsws, sgs); err != nil {
+		return err
+	}
+	if err := s.validateENIs(vsws, sgs); err != nil {
+		return err
+	}
+	for _, k := range s.AccessKeys {
+		if k.ID == "" || k.Secret == "" {
+			return fmt.Errorf("access key %q: id and secret are required", k.ID)
+		}
+	}
+	return s.Settings.validate()
+}
+
+// validateVPCs checks the VPCs and returns them by ID.
+func (s Spec) validateVPCs() (map[string]VPCSpec, error) {
+	vpcs := map[string]VPCSpec{}
+	for _, v := range s.VPCs {
+		if v.ID == "" {
+			return nil, fmt.Errorf("vpc without id")
+		}
+		if _, err := netip.ParsePrefix(v.CIDR); err != nil {
+			return nil, fmt.Errorf("vpc %s: cidr: %w", v.ID, err)
+		}
+		if v.IPv6CIDR != "" {
+			if _, err := netip.ParsePrefix(v.IPv6CIDR); err != nil {
+				return nil, fmt.Errorf("vpc %s: ipv6Cidr: %w", v.ID, err)
+			}
+		}
+		vpcs[v.ID] = v
+	}
+	return vpcs, nil
+}
+
+// validateVSwitches checks the vSwitches against their zones and VPCs and
+// returns them by ID.
+func (s Spec) validateVSwitches(vpcs map[string]VPCSpec) (map[string]VSwitchSpec, error) {
+	zones := map[string]bool{}
+	for _, z := range s.Zones {
+		zones[z] = true
+	}
+	vsws := map[string]VSwitchSpec{}
+	for _, v := range s.VSwitches {
+		vpc, ok := vpcs[v.VPCID]
+		if !ok {
+			return nil, fmt.Errorf("vswitch %s: unknown vpc %q", v.ID, v.VPCID)
+		}
+		if len(zones) > 0 && !zones[v.ZoneID] {
+			return nil, fmt.Errorf("vswitch %s: unknown zone %q", v.ID, v.ZoneID)
+		}
+		if err := v.validateAddresses(vpc); err != nil {
+			return nil, err
+		}
+		vsws[v.ID] = v
+	}
+	return vsws, nil
+}
+
+// validateAddresses checks a vSwitch's CIDRs (inside its VPC's) and its
+// reserved addresses.
+func (v VSwitchSpec) validateAddresses(vpc VPCSpec) error {
+	p, err := netip.ParsePrefix(v.CIDR)
+	if err != nil {
+		return fmt.Errorf("vswitch %s: cidr: %w", v.ID, err)
+	}
+	if !p.Addr().Is4() || p.Bits() < 16 || p.Bits() > 29 {
+		return fmt.Errorf("vswitch %s: cidr %s must be an IPv4 prefix between /16 and /29", v.ID, v.CIDR)
+	}
+	if vp := netip.MustParsePrefix(vpc.CIDR); !vp.Contains(p.Addr()) || p.Bits() < vp.Bits() {
+		return fmt.Errorf("vswitch %s: cidr %s is outside vpc %s (%s)", v.ID, v.CIDR, vpc.ID, vpc.CIDR)
+	}
+	if v.IPv6CIDR != "" {
+		if p6, err := netip.ParsePrefix(v.IPv6CIDR); err != nil || !p6.Addr().Is6() || p6.Bits() != 64 {
+			return fmt.Errorf("vswitch %s: ipv6Cidr %q must be an IPv6 /64", v.ID, v.IPv6CIDR)
+		}
+	}
+	for _, r := range v.Reserved {
+		if _, err := parseAddrOrPrefix(r); err != nil {
+			return fmt.Errorf("vswitch %s: reserved %q: %w", v.ID, r, err)
+		}
+	}
+	return nil
+}
+
+// validateInstances checks the instances against the vSwitches, the
+// security groups and the instance types.
+func (s Spec) validateInstances(vsws map[string]VSwitchSpec, sgs map[string]bool) error {
 	types := map[string]bool{}
 	for _, t := range mergeInstanceTypes(DefaultInstanceTypes(), s.InstanceTypes) {
 		if t.EniQuantity < 1 || t.EniPrivateIPAddressQuantity < 1 {
@@ -322,13 +367,8 @@ func (s Spec) Validate() error {
 		if !types[in.InstanceType] {
 			return fmt.Errorf("instance %s: unknown instance type %q", in.ID, in.InstanceType)
 		}
-		if len(in.SecurityGroupIDs) == 0 {
-			return fmt.Errorf("instance %s: needs at least one security group", in.ID)
-		}
-		for _, g := range in.SecurityGroupIDs {
-			if !sgs[g] {
-				return fmt.Errorf("instance %s: unknown security group %q", in.ID, g)
-			}
+		if err := checkGroups("instance", in.ID, in.SecurityGroupIDs, sgs); err != nil {
+			return err
 		}
 		switch in.Status {
 		case "", StatusRunning, StatusStopped:
@@ -341,6 +381,12 @@ func (s Spec) Validate() error {
 			return fmt.Errorf("instance %s: metadataTokens %q must be optional or required", in.ID, in.MetadataTokens)
 		}
 	}
+	return nil
+}
+
+// validateENIs checks the pre-existing ENIs against the vSwitches and the
+// security groups.
+func (s Spec) validateENIs(vsws map[string]VSwitchSpec, sgs map[string]bool) error {
 	enis := map[string]bool{}
 	for _, e := range s.ENIs {
 		if e.ID != "" && enis[e.ID] {
@@ -350,39 +396,48 @@ func (s Spec) Validate() error {
 		if _, ok := vsws[e.VSwitchID]; !ok {
 			return fmt.Errorf("eni %s: unknown vswitch %q", e.ID, e.VSwitchID)
 		}
-		if len(e.SecurityGroupIDs) == 0 {
-			return fmt.Errorf("eni %s: needs at least one security group", e.ID)
-		}
-		for _, g := range e.SecurityGroupIDs {
-			if !sgs[g] {
-				return fmt.Errorf("eni %s: unknown security group %q", e.ID, g)
-			}
+		if err := checkGroups("eni", e.ID, e.SecurityGroupIDs, sgs); err != nil {
+			return err
 		}
 	}
-	for _, k := range s.AccessKeys {
-		if k.ID == "" || k.Secret == "" {
-			return fmt.Errorf("access key %q: id and secret are required", k.ID)
+	return nil
+}
+
+// checkGroups checks that an instance or ENI (what, id) has security
+// groups and that all are known.
+func checkGroups(what, id string, groups []string, sgs map[string]bool) error {
+	if len(groups) == 0 {
+		return fmt.Errorf("%s %s: needs at least one security group", what, id)
+	}
+	for _, g := range groups {
+		if !sgs[g] {
+			return fmt.Errorf("%s %s: unknown security group %q", what, id, g)
 		}
 	}
-	switch s.Settings.ExhaustionCode {
+	return nil
+}
+
+// validate checks the behaviour knobs.
+func (s Settings) validate() error {
+	switch s.ExhaustionCode {
 	case CodeIPNotEnough, CodeQuotaPrivateIP:
 	default:
-		return fmt.Errorf("settings.exhaustionCode %q must be %s or %s", s.Settings.ExhaustionCode, CodeIPNotEnough, CodeQuotaPrivateIP)
+		return fmt.Errorf("settings.exhaustionCode %q must be %s or %s", s.ExhaustionCode, CodeIPNotEnough, CodeQuotaPrivateIP)
 	}
-	if s.Settings.ThrottleWindow <= 0 {
+	if s.ThrottleWindow <= 0 {
 		return fmt.Errorf("settings.throttleWindow must be positive")
 	}
-	for k, v := range s.Settings.Throttle {
+	for k, v := range s.Throttle {
 		if v < 0 {
 			return fmt.Errorf("settings.throttle[%s] must not be negative", k)
 		}
 	}
-	for k, v := range s.Settings.ThrottleCodes {
+	for k, v := range s.ThrottleCodes {
 		if !isThrottleCode(v) {
 			return fmt.Errorf("settings.throttleCodes[%s] %q must be %s, %s or %s", k, v, CodeThrottlingPlain, CodeThrottling, CodeThrottlingAPI)
 		}
 	}
-	if s.Settings.ConsistencyWindow < 0 {
+	if s.ConsistencyWindow < 0 {
 		return fmt.Errorf("settings.consistencyWindow must not be negative")
 	}
 	return nil
