@@ -12,37 +12,18 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/testlog"
 )
-
-// lockedBuffer is an io.Writer safe for the concurrent writes of a logger
-// shared by server goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // withLog sends the cloud's logs (default level INFO, as cmd/fakecloud)
 // to buf.
-func withLog(buf *lockedBuffer) envOption {
+func withLog(buf *testlog.Buffer) envOption {
 	return withOptions(func(o *fakecloud.Options) {
 		o.Logger = slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	})
@@ -121,7 +102,7 @@ func TestPagingOverflow(t *testing.T) {
 // default level, over HTTP and when ServeHTTP is called in process (where
 // no net/http server would recover it).
 func TestHandlerPanicIsInternalError(t *testing.T) {
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	e := newEnv(t, withLog(&logs))
 	const action = "FakecloudTestPanic" // registered by panic_internal_test.go
 	st, body := e.post(t, signedParams(action, nil, time.Now(), testSecret))
@@ -188,7 +169,7 @@ func TestEmptyJournalWithoutSnapshotRemoved(t *testing.T) {
 	if err := os.WriteFile(state+".journal", nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	e := newEnv(t, withLog(&logs), withOptions(func(o *fakecloud.Options) { o.StatePath = state }))
 	if len(e.cloud.VSwitches()) == 0 {
 		t.Fatal("no world after starting over an empty journal")

@@ -18,6 +18,8 @@ import (
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk"
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
+
+	"github.com/terway-sim/terway/internal/testlog"
 )
 
 const (
@@ -33,7 +35,7 @@ const (
 func startServe(t *testing.T, extra ...string) string {
 	t.Helper()
 	pr, pw := io.Pipe()
-	stderr := &syncBuffer{}
+	stderr := &testlog.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	root := newRootCommand(pw, stderr)
 	root.SetArgs(append([]string{"serve", "--listen", "127.0.0.1:0",

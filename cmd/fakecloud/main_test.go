@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/internal/noproxy"
+	"github.com/terway-sim/terway/internal/testlog"
 	"github.com/terway-sim/terway/internal/testwait"
 )
 
@@ -29,19 +29,6 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// syncBuffer is a goroutine-safe bytes.Buffer.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // TestServe runs "fakecloud serve" as other tooling does: it waits for
 // the one stdout line with the endpoint, calls the API through the SDK,
 // stops it and checks the state file was written.
@@ -49,7 +36,7 @@ func TestServe(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state.json")
 	pr, pw := io.Pipe()
-	stderr := &syncBuffer{}
+	stderr := &testlog.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	root := newRootCommand(pw, stderr)
@@ -160,7 +147,7 @@ func TestWorldCommandPrintsLoadableWorld(t *testing.T) {
 	if err := os.WriteFile(p, out.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	o2, e2 := &syncBuffer{}, &syncBuffer{}
+	o2, e2 := &testlog.Buffer{}, &testlog.Buffer{}
 	root = newRootCommand(o2, e2)
 	ctx, cancel := context.WithCancel(context.Background())
 	root.SetArgs([]string{"serve", "--listen", "127.0.0.1:0", "--world", p})

@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -34,6 +33,7 @@ import (
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/internal/plugintest"
+	"github.com/terway-sim/terway/internal/testlog"
 	"github.com/terway-sim/terway/internal/testnetns"
 	"github.com/terway-sim/terway/internal/testwait"
 	"github.com/terway-sim/terway/lab/fabric"
@@ -58,7 +58,7 @@ type labEnv struct {
 	kube   *fake.Clientset
 	ln     *fabric.Node
 	dir    string
-	logs   *logBuffer
+	logs   *testlog.Buffer
 	conn   *grpc.ClientConn
 	// stopDaemon stops node-1's daemon (also at the end of the test).
 	stopDaemon func()
@@ -107,7 +107,7 @@ func newLabEnv(t *testing.T) *labEnv {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName},
 		Spec: corev1.NodeSpec{ProviderID: fakecloud.DefaultRegion + "." + instance1}}
-	e := &labEnv{t: t, cloud: fc, fabric: f, api: api, kube: fake.NewClientset(node), ln: ln, dir: dir, logs: &logBuffer{}}
+	e := &labEnv{t: t, cloud: fc, fabric: f, api: api, kube: fake.NewClientset(node), ln: ln, dir: dir, logs: &testlog.Buffer{}}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("daemon and plugin log:\n%s", e.logs.String())
@@ -277,22 +277,4 @@ func (e *labEnv) ecsClient() *ecs.Client {
 	u, _ := url.Parse(e.api.URL)
 	c.Domain = u.Host
 	return c
-}
-
-// logBuffer collects the daemon's and plugin's logs for failure reports.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

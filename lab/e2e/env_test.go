@@ -33,6 +33,7 @@ import (
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/internal/plugintest"
+	"github.com/terway-sim/terway/internal/testlog"
 	"github.com/terway-sim/terway/lab/fabric"
 )
 
@@ -107,7 +108,7 @@ type node struct {
 	vtype   string // eniip_virtual_type
 	d       *daemon.Daemon
 	stop    func()
-	logs    *logBuffer
+	logs    *testlog.Buffer
 }
 
 // nodeOpts adjust a node before its daemon starts.
@@ -143,7 +144,7 @@ func (e *env) nodeFor(id, name string, o nodeOpts) *node {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	n := &node{e: e, name: name, id: id, ln: ln, dir: dir, mode: o.mode,
-		podCIDR: o.podCIDR, vtype: o.vtype, logs: &logBuffer{}}
+		podCIDR: o.podCIDR, vtype: o.vtype, logs: &testlog.Buffer{}}
 	k8sNode := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}, Spec: corev1.NodeSpec{PodCIDR: o.podCIDR}}
 	n.kube = fake.NewClientset(k8sNode)
 	for _, d := range []string{n.path("net.d"), n.path("cache"), n.path("state")} {
@@ -282,25 +283,6 @@ func (e *env) route(cidr, instance string) {
 	if err := e.cloud.WaitHypervisor(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// logBuffer collects a daemon's and its plugins' logs for failure reports.
-type logBuffer struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b = append(l.b, p...)
-	return len(p), nil
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return string(l.b)
 }
 
 var errNotYet = errors.New("not yet")
