@@ -68,8 +68,17 @@ func (g *globals) client() (rpc.TerwayTracingClient, func(), error) {
 	return rpc.NewTerwayTracingClient(conn), func() { conn.Close() }, nil
 }
 
-func (g *globals) ctx(cmd *cobra.Command) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(cmd.Context(), g.timeout)
+// call runs fn with a client of the daemon's tracing API and a context
+// bounded by --timeout, and closes the connection after.
+func (g *globals) call(cmd *cobra.Command, fn func(context.Context, rpc.TerwayTracingClient) error) error {
+	c, done, err := g.client()
+	if err != nil {
+		return err
+	}
+	defer done()
+	ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+	defer cancel()
+	return fn(ctx, c)
 }
 
 func listCommand(g *globals, out io.Writer) *cobra.Command {
@@ -78,27 +87,22 @@ func listCommand(g *globals, out io.Writer) *cobra.Command {
 		Short: "List resource types, or the resources of a type",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, done, err := g.client()
-			if err != nil {
-				return err
-			}
-			defer done()
-			ctx, cancel := g.ctx(cmd)
-			defer cancel()
-			if len(args) == 0 {
-				r, err := c.GetResourceTypes(ctx, &rpc.Placeholder{})
+			return g.call(cmd, func(ctx context.Context, c rpc.TerwayTracingClient) error {
+				if len(args) == 0 {
+					r, err := c.GetResourceTypes(ctx, &rpc.Placeholder{})
+					if err != nil {
+						return err
+					}
+					fmt.Fprintln(out, strings.Join(r.TypeNames, "\n"))
+					return nil
+				}
+				r, err := c.GetResources(ctx, &rpc.ResourceTypeRequest{Name: args[0]})
 				if err != nil {
 					return err
 				}
-				fmt.Fprintln(out, strings.Join(r.TypeNames, "\n"))
+				fmt.Fprintln(out, strings.Join(r.ResourceNames, "\n"))
 				return nil
-			}
-			r, err := c.GetResources(ctx, &rpc.ResourceTypeRequest{Name: args[0]})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(out, strings.Join(r.ResourceNames, "\n"))
-			return nil
+			})
 		},
 	}
 }
@@ -109,36 +113,31 @@ func showCommand(g *globals, out io.Writer) *cobra.Command {
 		Short: "Show the configuration and trace of a resource",
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, done, err := g.client()
-			if err != nil {
-				return err
-			}
-			defer done()
-			ctx, cancel := g.ctx(cmd)
-			defer cancel()
-			name := "default"
-			if len(args) == 2 {
-				name = args[1]
-			}
-			req := &rpc.ResourceTypeNameRequest{Type: args[0], Name: name}
-			conf, err := c.GetResourceConfig(ctx, req)
-			if err != nil {
-				return err
-			}
-			trace, err := c.GetResourceTrace(ctx, req)
-			if err != nil {
-				return err
-			}
-			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "config:")
-			for _, e := range conf.Config {
-				fmt.Fprintf(w, "  %s\t%s\n", e.Key, e.Value)
-			}
-			fmt.Fprintln(w, "trace:")
-			for _, e := range trace.Trace {
-				fmt.Fprintf(w, "  %s\t%s\n", e.Key, e.Value)
-			}
-			return w.Flush()
+			return g.call(cmd, func(ctx context.Context, c rpc.TerwayTracingClient) error {
+				name := "default"
+				if len(args) == 2 {
+					name = args[1]
+				}
+				req := &rpc.ResourceTypeNameRequest{Type: args[0], Name: name}
+				conf, err := c.GetResourceConfig(ctx, req)
+				if err != nil {
+					return err
+				}
+				trace, err := c.GetResourceTrace(ctx, req)
+				if err != nil {
+					return err
+				}
+				w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "config:")
+				for _, e := range conf.Config {
+					fmt.Fprintf(w, "  %s\t%s\n", e.Key, e.Value)
+				}
+				fmt.Fprintln(w, "trace:")
+				for _, e := range trace.Trace {
+					fmt.Fprintf(w, "  %s\t%s\n", e.Key, e.Value)
+				}
+				return w.Flush()
+			})
 		},
 	}
 }
@@ -149,35 +148,30 @@ func mappingCommand(g *globals, out io.Writer) *cobra.Command {
 		Short: "Three-way mapping: store and pool, instance metadata, pods (and host rules); exit 1 if anything is broken",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, done, err := g.client()
-			if err != nil {
-				return err
-			}
-			defer done()
-			ctx, cancel := g.ctx(cmd)
-			defer cancel()
-			r, err := c.GetResourceMapping(ctx, &rpc.Placeholder{})
-			if err != nil {
-				return err
-			}
-			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "STATUS\tPOD\tSTORE\tPOOL\tREASON")
-			broken := 0
-			for _, m := range r.Info {
-				st := map[rpc.ResourceMappingType]string{rpc.ResourceMappingType_MappingTypeNormal: "Normal",
-					rpc.ResourceMappingType_MappingTypeIdle: "Idle", rpc.ResourceMappingType_MappingTypeError: "Error"}[m.Type]
-				if m.Type == rpc.ResourceMappingType_MappingTypeError {
-					broken++
+			return g.call(cmd, func(ctx context.Context, c rpc.TerwayTracingClient) error {
+				r, err := c.GetResourceMapping(ctx, &rpc.Placeholder{})
+				if err != nil {
+					return err
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", st, m.PodName, m.ResourceName, m.FactoryResourceName, m.Reason)
-			}
-			if err := w.Flush(); err != nil {
-				return err
-			}
-			if broken > 0 {
-				return mappingError{broken}
-			}
-			return nil
+				w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "STATUS\tPOD\tSTORE\tPOOL\tREASON")
+				broken := 0
+				for _, m := range r.Info {
+					st := map[rpc.ResourceMappingType]string{rpc.ResourceMappingType_MappingTypeNormal: "Normal",
+						rpc.ResourceMappingType_MappingTypeIdle: "Idle", rpc.ResourceMappingType_MappingTypeError: "Error"}[m.Type]
+					if m.Type == rpc.ResourceMappingType_MappingTypeError {
+						broken++
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", st, m.PodName, m.ResourceName, m.FactoryResourceName, m.Reason)
+				}
+				if err := w.Flush(); err != nil {
+					return err
+				}
+				if broken > 0 {
+					return mappingError{broken}
+				}
+				return nil
+			})
 		},
 	}
 }
@@ -188,7 +182,7 @@ func metadataCommand(g *globals, out io.Writer) *cobra.Command {
 		Short: "Print what the instance metadata service says about this node's ENIs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := g.ctx(cmd)
+			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 			defer cancel()
 			md := cloud.NewMetadata(g.metadata, nil, nil, nil, nil)
 			in, err := md.Instance(ctx)
