@@ -72,19 +72,7 @@ var _ = Describe("Pod networking in any mode", Ordered, ContinueOnFailure, Seria
 		reportChecks(workload.Prober{Runner: env.Exec}.CheckAll(ctx, pods, svc))
 	}, SpecTimeout(3*time.Minute))
 
-	It("deletes all pods", func(ctx SpecContext) {
-		Expect(w.Scale(ctx, 0)).To(Succeed())
-		Expect(w.WaitGone(ctx)).To(Succeed())
-		deleted = true
-	}, SpecTimeout(3*time.Minute))
-
-	It("leaves the audit clean (tier 3)", func(ctx SpecContext) {
-		env.RequireLab()
-		Expect(deleted).To(BeTrue(), "pods were not deleted")
-		r := env.Audit(ctx, auditWithin)
-		AddReportEntry("audit", reportText(r), ReportEntryVisibilityFailureOrVerbose)
-		Expect(r.Clean()).To(BeTrue(), "audit after %s:\n%s", auditWithin, reportText(r))
-	}, SpecTimeout(auditWithin+time.Minute))
+	itDeletesPodsAndAuditsClean(&w, &deleted)
 })
 
 // freeENIs is, per node, its allocatable aliyun/eni less what pods on it

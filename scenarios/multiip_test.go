@@ -100,19 +100,7 @@ var _ = Describe("ENIMultiIP basics", Ordered, ContinueOnFailure, Serial, Label(
 		Expect(problems).To(BeEmpty(), strings.Join(problems, "\n"))
 	}, SpecTimeout(time.Minute))
 
-	It("deletes all pods", func(ctx SpecContext) {
-		Expect(w.Scale(ctx, 0)).To(Succeed())
-		Expect(w.WaitGone(ctx)).To(Succeed())
-		deleted = true
-	}, SpecTimeout(3*time.Minute))
-
-	It("leaves the audit clean (tier 3)", func(ctx SpecContext) {
-		env.RequireLab()
-		Expect(deleted).To(BeTrue(), "pods were not deleted")
-		r := env.Audit(ctx, auditWithin)
-		AddReportEntry("audit", reportText(r), ReportEntryVisibilityFailureOrVerbose)
-		Expect(r.Clean()).To(BeTrue(), "audit after %s:\n%s", auditWithin, reportText(r))
-	}, SpecTimeout(auditWithin+time.Minute))
+	itDeletesPodsAndAuditsClean(&w, &deleted)
 
 	It("brings each node's idle pool back within [min_pool_size, max_pool_size] (tier 3, or tier 2)", func(ctx SpecContext) {
 		if env.Lab == nil {
@@ -178,6 +166,25 @@ func idlePools(ctx context.Context, tw workload.Terway) (map[string]int, []strin
 		}
 	}
 	return idle, bad
+}
+
+// itDeletesPodsAndAuditsClean adds the two specs that end a rollout: the
+// workload *w scaled to zero and its pods gone (then *deleted is set), and
+// the lab's audit clean within auditWithin after that.
+func itDeletesPodsAndAuditsClean(w **workload.Workload, deleted *bool) {
+	It("deletes all pods", func(ctx SpecContext) {
+		Expect((*w).Scale(ctx, 0)).To(Succeed())
+		Expect((*w).WaitGone(ctx)).To(Succeed())
+		*deleted = true
+	}, SpecTimeout(3*time.Minute))
+
+	It("leaves the audit clean (tier 3)", func(ctx SpecContext) {
+		env.RequireLab()
+		Expect(*deleted).To(BeTrue(), "pods were not deleted")
+		r := env.Audit(ctx, auditWithin)
+		AddReportEntry("audit", reportText(r), ReportEntryVisibilityFailureOrVerbose)
+		Expect(r.Clean()).To(BeTrue(), "audit after %s:\n%s", auditWithin, reportText(r))
+	}, SpecTimeout(auditWithin+time.Minute))
 }
 
 // reportText renders an audit report for a failure message.
