@@ -76,7 +76,8 @@ func TestHelpDocumentsFlags(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"--daemon-mode", "--log-level", "--readonly-listen", "--kubeconfig", "--config", "NODE_NAME", "POD_NAMESPACE", "ECS_ENDPOINT"} {
+	for _, f := range []string{"--daemon-mode", "--log-level", "--readonly-listen", "--kubeconfig", "--config", "NODE_NAME", "POD_NAMESPACE", "ECS_ENDPOINT",
+		"--rebuild-store", "damaged"} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("help lacks %s", f)
 		}

@@ -211,16 +211,3 @@ current-context: x
 		t.Errorf("the store was refused again: %s", stderr)
 	}
 }
-
-func TestHelpDocumentsRebuildStore(t *testing.T) {
-	var out bytes.Buffer
-	cmd := newCommand(&out)
-	cmd.SetOut(&out)
-	cmd.SetArgs([]string{"--help"})
-	if err := cmd.Execute(); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out.String(), "--rebuild-store") || !strings.Contains(out.String(), "damaged") {
-		t.Errorf("help lacks --rebuild-store:\n%s", out.String())
-	}
-}
