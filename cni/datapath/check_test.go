@@ -54,7 +54,7 @@ func delAddr(h *nlsafe.Handle, dev string, p netip.Prefix) func() error {
 		if err != nil {
 			return err
 		}
-		return h.AddrDel(l, &netlink.Addr{IPNet: ipNet(p)})
+		return h.AddrDel(l, &netlink.Addr{IPNet: nlsafe.IPNet(p)})
 	}
 }
 
@@ -75,7 +75,7 @@ func delRoute(h *nlsafe.Handle, dev string, dst netip.Prefix, table int) func() 
 			return err
 		}
 		for _, r := range routes {
-			if sameDst(r.Dst, ipNet(dst)) {
+			if sameDst(r.Dst, nlsafe.IPNet(dst)) {
 				return h.RouteDel(&r)
 			}
 		}
@@ -96,7 +96,7 @@ func delRule(h *nlsafe.Handle, prio int, a netip.Addr) func() error {
 		}
 		host := netip.PrefixFrom(a, a.BitLen())
 		for _, r := range rules {
-			if r.Priority == prio && (prefixOf(r.Src) == host || prefixOf(r.Dst) == host) {
+			if r.Priority == prio && (nlsafe.Prefix(r.Src) == host || nlsafe.Prefix(r.Dst) == host) {
 				return h.RuleDel(&r)
 			}
 		}

@@ -179,7 +179,7 @@ func (n *node) link(t *testing.T, h *nlsafe.Handle, name string) netlink.Link {
 
 func (n *node) addAddr(t *testing.T, h *nlsafe.Handle, l netlink.Link, p netip.Prefix) {
 	t.Helper()
-	if err := h.AddrAdd(l, &netlink.Addr{IPNet: ipNet(p)}); err != nil {
+	if err := h.AddrAdd(l, &netlink.Addr{IPNet: nlsafe.IPNet(p)}); err != nil {
 		t.Fatalf("fixture address %s on %s: %v", p, l.Attrs().Name, err)
 	}
 }

@@ -86,24 +86,6 @@ func gone(err error) bool {
 		errors.Is(err, unix.ESRCH) || errors.Is(err, unix.EADDRNOTAVAIL) || errors.As(err, &notFound)
 }
 
-// ipNet converts a prefix for netlink.
-func ipNet(p netip.Prefix) *net.IPNet {
-	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
-}
-
-// prefixOf converts a netlink prefix back; nil is the invalid prefix.
-func prefixOf(n *net.IPNet) netip.Prefix {
-	if n == nil {
-		return netip.Prefix{}
-	}
-	a, ok := netip.AddrFromSlice(n.IP)
-	if !ok {
-		return netip.Prefix{}
-	}
-	ones, _ := n.Mask.Size()
-	return netip.PrefixFrom(a.Unmap(), ones)
-}
-
 // addrOf converts a netlink address; nil is the invalid address.
 func addrOf(ip net.IP) netip.Addr {
 	a, ok := netip.AddrFromSlice(ip)
@@ -116,7 +98,7 @@ func addrOf(ip net.IP) netip.Addr {
 // isDefault reports whether a route destination is the default route,
 // which netlink reports as nil or as 0.0.0.0/0 (::/0).
 func isDefault(dst *net.IPNet) bool {
-	p := prefixOf(dst)
+	p := nlsafe.Prefix(dst)
 	return dst == nil || (p.IsValid() && p.Bits() == 0)
 }
 
@@ -125,7 +107,7 @@ func sameDst(a, b *net.IPNet) bool {
 	if isDefault(a) || isDefault(b) {
 		return isDefault(a) && isDefault(b)
 	}
-	return prefixOf(a) == prefixOf(b)
+	return nlsafe.Prefix(a) == nlsafe.Prefix(b)
 }
 
 // isUp reports the administrative state.

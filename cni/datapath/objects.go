@@ -10,6 +10,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/terway-sim/terway/internal/nlsafe"
 )
 
 // object is one piece of a datapath. Setup ensures it (compare, then add
@@ -117,7 +119,7 @@ func (o addrObj) present() (bool, error) {
 		return false, failed(o, "list addresses for", err)
 	}
 	for _, a := range addrs {
-		if prefixOf(a.IPNet) == o.prefix {
+		if nlsafe.Prefix(a.IPNet) == o.prefix {
 			return true, nil
 		}
 	}
@@ -129,7 +131,7 @@ func (o addrObj) ensure() error {
 	if err != nil || ok {
 		return err
 	}
-	a := &netlink.Addr{IPNet: ipNet(o.prefix)}
+	a := &netlink.Addr{IPNet: nlsafe.IPNet(o.prefix)}
 	if o.prefix.Addr().Is6() {
 		a.Flags |= unix.IFA_F_NODAD
 	}
@@ -166,7 +168,7 @@ type routeObj struct {
 func newRoute(h *nlh, dst netip.Prefix, gw netip.Addr, dev netlink.Link, table int) routeObj {
 	r := netlink.Route{
 		Family:    netlinkFamilyV4,
-		Dst:       ipNet(dst),
+		Dst:       nlsafe.IPNet(dst),
 		LinkIndex: dev.Attrs().Index,
 		Table:     table,
 		Scope:     netlink.SCOPE_UNIVERSE,
@@ -191,7 +193,7 @@ func (o routeObj) String() string {
 	if isDefault(o.r.Dst) {
 		b.WriteString("default")
 	} else {
-		b.WriteString(prefixOf(o.r.Dst).String())
+		b.WriteString(nlsafe.Prefix(o.r.Dst).String())
 	}
 	if o.r.Gw != nil {
 		fmt.Fprintf(&b, " via %s", addrOf(o.r.Gw))
@@ -351,10 +353,10 @@ func newRule(h *nlh, prio int, src, dst netip.Prefix, iif string, table int) rul
 		r.Family = netlinkFamilyV6
 	}
 	if src.IsValid() {
-		r.Src = ipNet(src)
+		r.Src = nlsafe.IPNet(src)
 	}
 	if dst.IsValid() {
-		r.Dst = ipNet(dst)
+		r.Dst = nlsafe.IPNet(dst)
 	}
 	return ruleObj{h: h, want: *r}
 }
@@ -364,10 +366,10 @@ func (o ruleObj) String() string { return fmt.Sprintf("rule %d %q", o.want.Prior
 // ruleText prints a rule's selector and action as `ip rule` does.
 func ruleText(r netlink.Rule) string {
 	var parts []string
-	if p := prefixOf(r.Src); p.IsValid() {
+	if p := nlsafe.Prefix(r.Src); p.IsValid() {
 		parts = append(parts, "from "+shortPrefix(p))
 	}
-	if p := prefixOf(r.Dst); p.IsValid() {
+	if p := nlsafe.Prefix(r.Dst); p.IsValid() {
 		parts = append(parts, "to "+shortPrefix(p))
 	}
 	if r.IifName != "" {
@@ -392,8 +394,8 @@ func shortPrefix(p netip.Prefix) string {
 // sameSelector reports whether a is a rule for the same pod address at
 // the same priority.
 func (o ruleObj) sameSelector(a netlink.Rule) bool {
-	return a.Priority == o.want.Priority && prefixOf(a.Src) == prefixOf(o.want.Src) &&
-		prefixOf(a.Dst) == prefixOf(o.want.Dst)
+	return a.Priority == o.want.Priority && nlsafe.Prefix(a.Src) == nlsafe.Prefix(o.want.Src) &&
+		nlsafe.Prefix(a.Dst) == nlsafe.Prefix(o.want.Dst)
 }
 
 func (o ruleObj) exact(a netlink.Rule) bool {

@@ -3,13 +3,15 @@ package datapath
 import (
 	"fmt"
 
-	current "github.com/containernetworking/cni/pkg/types/100"
 	"net/netip"
 	"strings"
 	"testing"
 
+	current "github.com/containernetworking/cni/pkg/types/100"
+
 	"github.com/vishvananda/netlink"
 
+	"github.com/terway-sim/terway/internal/nlsafe"
 	"github.com/terway-sim/terway/internal/testnetns"
 )
 
@@ -244,7 +246,7 @@ func TestPolicyRouteReplacesStaleRule(t *testing.T) {
 	s := n.spec(PolicyRoute, 0, podOpts{})
 	newPod(t, s)
 	stale := netlink.NewRule()
-	stale.Priority, stale.Src, stale.IifName, stale.Table = FromPodPriority, ipNet(netip.PrefixFrom(s.IPv4, 32)), s.HostVeth, 1999
+	stale.Priority, stale.Src, stale.IifName, stale.Table = FromPodPriority, nlsafe.IPNet(netip.PrefixFrom(s.IPv4, 32)), s.HostVeth, 1999
 	if err := n.nl.RuleAdd(stale); err != nil {
 		t.Fatalf("fixture rule: %v", err)
 	}

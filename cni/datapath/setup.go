@@ -8,6 +8,8 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/vishvananda/netlink"
+
+	"github.com/terway-sim/terway/internal/nlsafe"
 )
 
 // built is a datapath's links and the objects that complete it.
@@ -105,7 +107,7 @@ func (e *env) result(b *built) (*current.Result, error) {
 		}
 		r.IPs = append(r.IPs, &current.IPConfig{
 			Interface: current.Int(podIndex),
-			Address:   *ipNet(f.host()),
+			Address:   *nlsafe.IPNet(f.host()),
 			Gateway:   gw.AsSlice(),
 		})
 		r.Routes = append(r.Routes, cniRoute(defaultRoute(f), gw))
@@ -119,5 +121,5 @@ func (e *env) result(b *built) (*current.Result, error) {
 }
 
 func cniRoute(dst netip.Prefix, gw netip.Addr) *types.Route {
-	return &types.Route{Dst: *ipNet(dst), GW: net.IP(gw.AsSlice())}
+	return &types.Route{Dst: *nlsafe.IPNet(dst), GW: net.IP(gw.AsSlice())}
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/terway-sim/terway/internal/nlsafe"
 )
 
 // Teardown removes everything Setup created for the pod; what is already
@@ -141,8 +143,8 @@ func (e *env) deletePodRules(f family) error {
 	}
 	var errs []error
 	for _, r := range rules {
-		mine := (r.Priority == ToPodPriority && prefixOf(r.Dst) == host) ||
-			(r.Priority == FromPodPriority && prefixOf(r.Src) == host)
+		mine := (r.Priority == ToPodPriority && nlsafe.Prefix(r.Dst) == host) ||
+			(r.Priority == FromPodPriority && nlsafe.Prefix(r.Src) == host)
 		switch {
 		case !mine, r.IifName != "" && r.IifName != e.s.HostVeth, r.IifName == "" && owned:
 			continue
@@ -164,7 +166,7 @@ func (e *env) routedElsewhere(f family) (bool, error) {
 		return false, fmt.Errorf("list host routes: %w", err)
 	}
 	for _, r := range routes {
-		if prefixOf(r.Dst) != f.host() {
+		if nlsafe.Prefix(r.Dst) != f.host() {
 			continue
 		}
 		l, err := e.host.LinkByIndex(r.LinkIndex)

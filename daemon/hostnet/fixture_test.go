@@ -167,11 +167,7 @@ func skipWithoutIPv6(t *testing.T, n ns.NetNS, link string) {
 
 // host is pod i's single-address prefix.
 func (w *world) host(i int) *net.IPNet {
-	return ipNet(netip.PrefixFrom(w.fam.pods[i], w.fam.bits))
-}
-
-func ipNet(p netip.Prefix) *net.IPNet {
-	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+	return nlsafe.IPNet(netip.PrefixFrom(w.fam.pods[i], w.fam.bits))
 }
 
 // addPod wires pod i.
@@ -189,9 +185,9 @@ func (w *world) addPod(t *testing.T, i int) {
 func (w *world) addDecoys(t *testing.T) {
 	t.Helper()
 	eni := w.eni.Attrs().Index
-	w.addRoute(t, &netlink.Route{Dst: ipNet(w.fam.subnet), LinkIndex: eni, Scope: netlink.SCOPE_LINK, Table: eniTable})
-	w.addRoute(t, &netlink.Route{Dst: ipNet(netip.PrefixFrom(w.fam.pods[0], 0).Masked()), LinkIndex: eni, Scope: netlink.SCOPE_LINK, Table: eniTable})
-	w.addRule(t, &netlink.Rule{Priority: datapath.FromPodPriority, Src: ipNet(w.fam.subnet), Table: eniTable})
+	w.addRoute(t, &netlink.Route{Dst: nlsafe.IPNet(w.fam.subnet), LinkIndex: eni, Scope: netlink.SCOPE_LINK, Table: eniTable})
+	w.addRoute(t, &netlink.Route{Dst: nlsafe.IPNet(netip.PrefixFrom(w.fam.pods[0], 0).Masked()), LinkIndex: eni, Scope: netlink.SCOPE_LINK, Table: eniTable})
+	w.addRule(t, &netlink.Rule{Priority: datapath.FromPodPriority, Src: nlsafe.IPNet(w.fam.subnet), Table: eniTable})
 }
 
 func (w *world) addRoute(t *testing.T, r *netlink.Route) {

@@ -3,7 +3,6 @@ package audit
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"strings"
 
@@ -107,7 +106,7 @@ func (v *netView) readAddrs(h *nlsafe.Handle, _ []netlink.Link) error {
 		return fmt.Errorf("list addresses: %w", err)
 	}
 	for _, a := range addrs {
-		if p := prefixOf(a.IPNet); p.IsValid() {
+		if p := nlsafe.Prefix(a.IPNet); p.IsValid() {
 			v.addrs = append(v.addrs, addrInfo{LinkIndex: a.LinkIndex, Prefix: p})
 		}
 	}
@@ -121,8 +120,8 @@ func (v *netView) readRules(h *nlsafe.Handle, _ []netlink.Link) error {
 			return fmt.Errorf("list rules: %w", err)
 		}
 		for _, r := range rules {
-			v.rules = append(v.rules, ruleInfo{Priority: r.Priority, Table: r.Table, Src: prefixOf(r.Src),
-				Dst: prefixOf(r.Dst), Iif: r.IifName, Oif: r.OifName})
+			v.rules = append(v.rules, ruleInfo{Priority: r.Priority, Table: r.Table, Src: nlsafe.Prefix(r.Src),
+				Dst: nlsafe.Prefix(r.Dst), Iif: r.IifName, Oif: r.OifName})
 		}
 	}
 	return nil
@@ -137,7 +136,7 @@ func (v *netView) readRoutes(h *nlsafe.Handle, _ []netlink.Link) error {
 			return fmt.Errorf("list routes: %w", err)
 		}
 		for _, r := range routes {
-			dst := prefixOf(r.Dst)
+			dst := nlsafe.Prefix(r.Dst)
 			if !dst.IsValid() {
 				dst = defaultPrefix(fam)
 			}
@@ -206,18 +205,6 @@ func (v *netView) readTC(h *nlsafe.Handle, links []netlink.Link) error {
 // gone reports whether err says the link disappeared.
 func gone(err error) bool {
 	return errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL)
-}
-
-func prefixOf(n *net.IPNet) netip.Prefix {
-	if n == nil {
-		return netip.Prefix{}
-	}
-	a, ok := netip.AddrFromSlice(n.IP)
-	if !ok {
-		return netip.Prefix{}
-	}
-	ones, _ := n.Mask.Size()
-	return netip.PrefixFrom(a.Unmap(), ones)
 }
 
 func defaultPrefix(fam int) netip.Prefix {

@@ -116,8 +116,8 @@ func setupIPv6(t *testing.T, n *Node, addr, gw netip.Addr) {
 	}
 	vpc6 := netip.MustParsePrefix("fd00:192:168::/56")
 	for _, r := range []*netlink.Route{
-		{LinkIndex: eth0.Attrs().Index, Dst: ipNet(hostPrefix(gw)), Scope: netlink.SCOPE_LINK},
-		{LinkIndex: eth0.Attrs().Index, Dst: ipNet(vpc6), Gw: gw.AsSlice()},
+		{LinkIndex: eth0.Attrs().Index, Dst: nlsafe.IPNet(hostPrefix(gw)), Scope: netlink.SCOPE_LINK},
+		{LinkIndex: eth0.Attrs().Index, Dst: nlsafe.IPNet(vpc6), Gw: gw.AsSlice()},
 	} {
 		if err := h.RouteAdd(r); err != nil {
 			t.Fatalf("%s: route %s: %v", n.InstanceID(), r.Dst, err)
@@ -203,12 +203,12 @@ func wireENI(t *testing.T, n *Node, eth string, addr, gw netip.Addr) {
 	}
 	addAddr(t, n, eth, hostPrefix(addr))
 	const table = 1001
-	if err := h.RouteAdd(&netlink.Route{LinkIndex: link.Attrs().Index, Dst: ipNet(netip.MustParsePrefix("0.0.0.0/0")),
+	if err := h.RouteAdd(&netlink.Route{LinkIndex: link.Attrs().Index, Dst: nlsafe.IPNet(netip.MustParsePrefix("0.0.0.0/0")),
 		Gw: gw.AsSlice(), Table: table, Flags: int(netlink.FLAG_ONLINK)}); err != nil {
 		t.Fatalf("ENI table route: %v", err)
 	}
 	rule := netlink.NewRule()
-	rule.Src, rule.Table, rule.Priority = ipNet(hostPrefix(addr)), table, 2048
+	rule.Src, rule.Table, rule.Priority = nlsafe.IPNet(hostPrefix(addr)), table, 2048
 	if err := h.RuleAdd(rule); err != nil {
 		t.Fatalf("rule from %s: %v", addr, err)
 	}
@@ -267,7 +267,7 @@ func TestVPCRouteEntry(t *testing.T) {
 
 // fabricRoute checks whether the fabric routes dst via gw.
 func fabricRoute(h *nlsafe.Handle, dst netip.Prefix, gw netip.Addr, want bool) error {
-	routes, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Dst: ipNet(dst)}, netlink.RT_FILTER_DST)
+	routes, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Dst: nlsafe.IPNet(dst)}, netlink.RT_FILTER_DST)
 	if err != nil {
 		return err
 	}

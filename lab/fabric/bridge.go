@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/nlsafe"
 )
 
 // gatewayMAC is the MAC every vSwitch gateway answers with, as ECS guests
@@ -76,7 +77,7 @@ func (f *Fabric) createBridge(b *bridge) error {
 // addGateway puts a gateway address on the bridge, usable at once (no
 // DAD: the VPC owns the address).
 func (f *Fabric) addGateway(b *bridge, p netip.Prefix) error {
-	a := &netlink.Addr{IPNet: ipNet(p), Flags: unix.IFA_F_NODAD}
+	a := &netlink.Addr{IPNet: nlsafe.IPNet(p), Flags: unix.IFA_F_NODAD}
 	if err := f.nl.AddrReplace(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Index: b.index}}, a); err != nil {
 		return fmt.Errorf("add gateway %s to bridge %s: %w", p, b.name, err)
 	}

@@ -188,7 +188,7 @@ func (f *Fabric) setupLoopback() error {
 		return fmt.Errorf("set fabric lo up: %w", err)
 	}
 	for _, a := range []netip.Addr{f.metaAddr, f.apiAddr} {
-		if err := f.nl.AddrReplace(lo, &netlink.Addr{IPNet: ipNet(netip.PrefixFrom(a, 32))}); err != nil {
+		if err := f.nl.AddrReplace(lo, &netlink.Addr{IPNet: nlsafe.IPNet(netip.PrefixFrom(a, 32))}); err != nil {
 			return fmt.Errorf("add %s to fabric lo: %w", a, err)
 		}
 	}

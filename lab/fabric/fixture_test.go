@@ -234,7 +234,7 @@ func addAddr(t *testing.T, n *Node, link string, p netip.Prefix) {
 	if err != nil {
 		t.Fatalf("%s in %s: %v", link, n.InstanceID(), err)
 	}
-	if err := h.AddrAdd(l, &netlink.Addr{IPNet: ipNet(p), Flags: unix.IFA_F_NODAD}); err != nil {
+	if err := h.AddrAdd(l, &netlink.Addr{IPNet: nlsafe.IPNet(p), Flags: unix.IFA_F_NODAD}); err != nil {
 		t.Fatalf("add %s to %s in %s: %v", p, link, n.InstanceID(), err)
 	}
 }

@@ -176,11 +176,11 @@ func (n *Node) configurePrimary(e fakecloud.ENIInfo) error {
 		if err := h.LinkSetUp(l); err != nil {
 			return fmt.Errorf("set eth0 of node %s up: %w", n.id, err)
 		}
-		a := &netlink.Addr{IPNet: ipNet(netip.PrefixFrom(e.PrimaryIP, e.CIDR.Bits()))}
+		a := &netlink.Addr{IPNet: nlsafe.IPNet(netip.PrefixFrom(e.PrimaryIP, e.CIDR.Bits()))}
 		if err := h.AddrReplace(l, a); err != nil {
 			return fmt.Errorf("add %s to eth0 of node %s: %w", a.IPNet, n.id, err)
 		}
-		r := &netlink.Route{LinkIndex: l.Attrs().Index, Gw: e.Gateway.AsSlice(), Dst: ipNet(netip.PrefixFrom(netip.IPv4Unspecified(), 0))}
+		r := &netlink.Route{LinkIndex: l.Attrs().Index, Gw: e.Gateway.AsSlice(), Dst: nlsafe.IPNet(netip.PrefixFrom(netip.IPv4Unspecified(), 0))}
 		if err := h.RouteReplace(r); err != nil {
 			return fmt.Errorf("default route via %s on node %s: %w", e.Gateway, n.id, err)
 		}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/terway-sim/terway/internal/nlsafe"
 )
 
 // routeProto marks the fabric routes that come from VPC route entries, so
@@ -56,7 +58,7 @@ func (f *Fabric) syncRoutes() error {
 		}
 	}
 	for dst, gw := range want {
-		r := &netlink.Route{Dst: ipNet(dst), Gw: gw.AsSlice(), Protocol: routeProto}
+		r := &netlink.Route{Dst: nlsafe.IPNet(dst), Gw: gw.AsSlice(), Protocol: routeProto}
 		if err := f.nl.RouteReplace(r); err != nil {
 			errs = append(errs, fmt.Errorf("route %s via %s in the fabric: %w", dst, gw, err))
 		}

@@ -2,7 +2,6 @@ package fabric
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -27,12 +26,6 @@ func writeSysctls(nsPath string, kv map[string]string) error {
 		}
 		return nil
 	})
-}
-
-// ipNet converts a prefix, keeping the address bits (an interface address
-// such as 192.168.0.253/24).
-func ipNet(p netip.Prefix) *net.IPNet {
-	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }
 
 // hostPrefix is a single-address prefix.
