@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
@@ -32,6 +31,7 @@ import (
 	"github.com/terway-sim/terway/daemon/dynconfig"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/fakecloudtest"
 	"github.com/terway-sim/terway/internal/plugintest"
 	"github.com/terway-sim/terway/internal/testlog"
 	"github.com/terway-sim/terway/internal/testnetns"
@@ -74,28 +74,8 @@ func newLabEnv(t *testing.T) *labEnv {
 	t.Helper()
 	spec := fakecloud.DefaultSpec()
 	spec.AccessKeys = []fakecloud.AccessKeySpec{{ID: testAK, Secret: testSK}}
-	f, err := fabric.NewFabric(fabric.FabricOptions{Name: fmt.Sprintf("a%04x", rand.IntN(1<<16)), NetNSDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := f.Close(); err != nil {
-			t.Errorf("close fabric: %v", err)
-		}
-	})
-	fc, err := fakecloud.New(fakecloud.Options{Spec: &spec, Seed: 11, TimeScale: 0.01, Hypervisor: f, AdminToken: adminToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fc.Close() })
-	if err := f.Serve(fc.MetadataBySourceHandler(), fc); err != nil {
-		t.Fatal(err)
-	}
-	api := httptest.NewServer(fc)
-	t.Cleanup(api.Close)
-	if err := fc.WaitHypervisor(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
+	l := fakecloudtest.StartLab(t, "a", fakecloud.Options{Spec: &spec, Seed: 11, TimeScale: 0.01, AdminToken: adminToken})
+	fc, f, api := l.Cloud, l.Fabric, l.API
 	ln, ok := f.Node(instance1)
 	if !ok {
 		t.Fatalf("no lab node for %s", instance1)

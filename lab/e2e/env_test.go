@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -32,6 +31,7 @@ import (
 	"github.com/terway-sim/terway/daemon/dynconfig"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/fakecloudtest"
 	"github.com/terway-sim/terway/internal/plugintest"
 	"github.com/terway-sim/terway/internal/testlog"
 	"github.com/terway-sim/terway/lab/fabric"
@@ -61,29 +61,8 @@ func newEnv(t testing.TB) *env {
 	t.Helper()
 	spec := fakecloud.DefaultSpec()
 	spec.AccessKeys = []fakecloud.AccessKeySpec{{ID: testAK, Secret: testSK}}
-	f, err := fabric.NewFabric(fabric.FabricOptions{Name: fmt.Sprintf("e%04x", rand.IntN(1<<16)), NetNSDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := f.Close(); err != nil {
-			t.Errorf("close fabric: %v", err)
-		}
-	})
-	fc, err := fakecloud.New(fakecloud.Options{Spec: &spec, Seed: 7, TimeScale: 0.01, Hypervisor: f})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fc.Close() })
-	if err := f.Serve(fc.MetadataBySourceHandler(), fc); err != nil {
-		t.Fatal(err)
-	}
-	api := httptest.NewServer(fc)
-	t.Cleanup(api.Close)
-	if err := fc.WaitHypervisor(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
-	return &env{t: t, cloud: fc, fabric: f, api: api}
+	l := fakecloudtest.StartLab(t, "e", fakecloud.Options{Spec: &spec, Seed: 7, TimeScale: 0.01})
+	return &env{t: t, cloud: l.Cloud, fabric: l.Fabric, api: l.API}
 }
 
 func ctxT(t testing.TB) context.Context {
