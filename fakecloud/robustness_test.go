@@ -3,6 +3,7 @@ package fakecloud_test
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -256,7 +258,9 @@ func TestServerTimeouts(t *testing.T) {
 		start := time.Now()
 		_ = c.SetReadDeadline(start.Add(limit))
 		_, err := io.Copy(io.Discard, c)
-		if err != nil {
+		// A server that closes with unread bytes in its buffer (the slow
+		// body's) makes the kernel answer with a reset: closed all the same.
+		if err != nil && !errors.Is(err, syscall.ECONNRESET) {
 			t.Fatalf("connection still open after %v: %v", limit, err)
 		}
 		return time.Since(start)
