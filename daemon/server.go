@@ -232,20 +232,31 @@ func (d *Daemon) netConf(ip ipam.IP, pod k8s.Pod) *rpc.NetConf {
 	return nc
 }
 
+// waitPod checks a ReleaseIP's or GetIPInfo's pod and container ID (the
+// latter may be empty) and waits its turn on the pod: its key, and done to
+// call when the request ends.
+func (d *Daemon) waitPod(ctx context.Context, namespace, name, containerID string) (string, func(), error) {
+	key, err := podKey(namespace, name)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := checkContainerID(containerID, false); err != nil {
+		return "", nil, err
+	}
+	done, err := d.begin(ctx, key, true)
+	if err != nil {
+		return "", nil, err
+	}
+	return key, done, nil
+}
+
 // ReleaseIP gives a pod's network back. It is idempotent; a release for a
 // container other than the one that holds the address is a no-op (a late
 // DEL of an old sandbox must not take the new one's address); a sticky
 // pod's address stays reserved for the stick time.
 func (b *backend) ReleaseIP(ctx context.Context, r *rpc.ReleaseIPRequest) (*rpc.ReleaseIPReply, error) {
 	d := b.d
-	key, err := podKey(r.K8SPodNamespace, r.K8SPodName)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkContainerID(r.K8SPodInfraContainerId, false); err != nil {
-		return nil, err
-	}
-	done, err := d.begin(ctx, key, true)
+	key, done, err := d.waitPod(ctx, r.K8SPodNamespace, r.K8SPodName, r.K8SPodInfraContainerId)
 	if err != nil {
 		return nil, err
 	}
@@ -315,14 +326,7 @@ func (d *Daemon) releaseAttachment(att store.Attachment, sticky bool) error {
 // container.
 func (b *backend) GetIPInfo(ctx context.Context, r *rpc.GetInfoRequest) (*rpc.GetInfoReply, error) {
 	d := b.d
-	key, err := podKey(r.K8SPodNamespace, r.K8SPodName)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkContainerID(r.K8SPodInfraContainerId, false); err != nil {
-		return nil, err
-	}
-	done, err := d.begin(ctx, key, true)
+	key, done, err := d.waitPod(ctx, r.K8SPodNamespace, r.K8SPodName, r.K8SPodInfraContainerId)
 	if err != nil {
 		return nil, err
 	}

@@ -377,24 +377,18 @@ func (c *Client) DescribeENIs(ctx context.Context, f ENIFilter) ([]ENI, error) {
 // retrying retryable answers with the same ClientToken. A dry vSwitch is
 // answered at once (IsExhausted).
 func (c *Client) AssignIPv4(ctx context.Context, intentKey, eniID string, n int) ([]netip.Addr, error) {
-	in, err := c.begin(intentKey, IntentAssignIPv4, eniID, "", n)
-	if err != nil {
-		return nil, err
-	}
 	req := ecs.CreateAssignPrivateIpAddressesRequest()
-	req.NetworkInterfaceId, req.ClientToken = eniID, in.ClientToken
+	req.NetworkInterfaceId = eniID
 	req.SecondaryPrivateIpAddressCount = requests.NewInteger(n)
-	var got []string
-	err = c.retry(ctx, backoff.ENIIPOps, func(ctx context.Context) error {
-		return c.ecsCall(ctx, "AssignPrivateIpAddresses", allocCall, func(cl *ecs.Client) error {
+	got, err := c.assign(ctx, intentKey, IntentAssignIPv4, "AssignPrivateIpAddresses", eniID, n,
+		func(cl *ecs.Client, token string) ([]string, error) {
+			req.ClientToken = token
 			r, err := cl.AssignPrivateIpAddresses(req)
-			if err == nil {
-				got = r.AssignedPrivateIpAddressesSet.PrivateIpSet.PrivateIpAddress
+			if err != nil {
+				return nil, err
 			}
-			return err
+			return r.AssignedPrivateIpAddressesSet.PrivateIpSet.PrivateIpAddress, nil
 		})
-	})
-	c.finish(in, err)
 	if err != nil {
 		return nil, fmt.Errorf("assign %d IPv4 to %s: %w", n, eniID, err)
 	}
@@ -406,28 +400,45 @@ func (c *Client) AssignIPv4(ctx context.Context, intentKey, eniID string, n int)
 
 // AssignIPv6 assigns n IPv6 addresses to an ENI.
 func (c *Client) AssignIPv6(ctx context.Context, intentKey, eniID string, n int) ([]netip.Addr, error) {
-	in, err := c.begin(intentKey, IntentAssignIPv6, eniID, "", n)
+	req := ecs.CreateAssignIpv6AddressesRequest()
+	req.NetworkInterfaceId = eniID
+	req.Ipv6AddressCount = requests.NewInteger(n)
+	got, err := c.assign(ctx, intentKey, IntentAssignIPv6, "AssignIpv6Addresses", eniID, n,
+		func(cl *ecs.Client, token string) ([]string, error) {
+			req.ClientToken = token
+			r, err := cl.AssignIpv6Addresses(req)
+			if err != nil {
+				return nil, err
+			}
+			return r.Ipv6Sets.Ipv6Address, nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("assign %d IPv6 to %s: %w", n, eniID, err)
+	}
+	return parseAddrs(got)
+}
+
+// assign records the intent of an assignment, makes the call with the
+// intent's ClientToken, retrying as ENI IP operations do, and settles the
+// intent with the outcome. call returns the addresses the cloud assigned.
+func (c *Client) assign(ctx context.Context, intentKey, kind, action, eniID string, n int,
+	call func(cl *ecs.Client, token string) ([]string, error)) ([]string, error) {
+	in, err := c.begin(intentKey, kind, eniID, "", n)
 	if err != nil {
 		return nil, err
 	}
-	req := ecs.CreateAssignIpv6AddressesRequest()
-	req.NetworkInterfaceId, req.ClientToken = eniID, in.ClientToken
-	req.Ipv6AddressCount = requests.NewInteger(n)
 	var got []string
 	err = c.retry(ctx, backoff.ENIIPOps, func(ctx context.Context) error {
-		return c.ecsCall(ctx, "AssignIpv6Addresses", allocCall, func(cl *ecs.Client) error {
-			r, err := cl.AssignIpv6Addresses(req)
+		return c.ecsCall(ctx, action, allocCall, func(cl *ecs.Client) error {
+			g, err := call(cl, in.ClientToken)
 			if err == nil {
-				got = r.Ipv6Sets.Ipv6Address
+				got = g
 			}
 			return err
 		})
 	})
 	c.finish(in, err)
-	if err != nil {
-		return nil, fmt.Errorf("assign %d IPv6 to %s: %w", n, eniID, err)
-	}
-	return parseAddrs(got)
+	return got, err
 }
 
 // UnassignIPv4 gives addresses back; addresses (or an ENI) already gone
