@@ -484,24 +484,11 @@ func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 		return rep, fmt.Errorf("restore: %w", err)
 	}
 	for _, e := range attached {
-		if e.Type != "Secondary" {
-			continue
+		take, err := restorable(ctx, p.cloud, p.log, p.cfg.owner(), e)
+		if err != nil {
+			return rep, err
 		}
-		if !cloud.HasTags(e.Tags, p.cfg.owner()) {
-			// Another owner's (or a user's): its addresses are not ours to
-			// hand out, nor the ENI ours to release.
-			p.log.Info("restore: leaving alone an attached ENI without our ownership tags (creator, instance, cluster, eni_tag_filter)", "eni", e.ID, "status", e.Status)
-			continue
-		}
-		switch e.Status {
-		case cloud.StatusAttaching:
-			if _, err := p.cloud.WaitENIStatus(ctx, e.ID, cloud.StatusInUse); err != nil {
-				return rep, fmt.Errorf("restore: %w", err)
-			}
-		case cloud.StatusDetaching:
-			if err := p.cloud.ReleaseENI(ctx, e.ID); err != nil {
-				return rep, fmt.Errorf("restore: finish releasing %s: %w", e.ID, err)
-			}
+		if !take {
 			continue
 		}
 		m, err := p.cloud.WaitMetadata(ctx, e.MAC, []netip.Addr{e.PrimaryIP}, e.IPv6)
