@@ -3,7 +3,6 @@ package ipam
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/netip"
 	"slices"
 	"time"
@@ -298,32 +297,4 @@ func (p *MultiIP) reconcileENI(ctx context.Context, e *eniSlot, meta []netip.Add
 			p.events.Warn("ResourceInvalid", fmt.Sprintf("orphan ip found on ecs metadata: %s on %s, adopted as idle", a, e.ID))
 		}
 	}
-}
-
-// restorable settles an attached ENI a restore finds and reports whether
-// the pool takes it: a secondary ENI with our ownership tags, InUse once an
-// attach in flight has ended. One caught detaching is released; eth0,
-// trunks and ENIs of other owners are left alone.
-func restorable(ctx context.Context, c Cloud, log *slog.Logger, owner map[string]string, e cloud.ENI) (bool, error) {
-	if e.Type != "Secondary" {
-		return false, nil
-	}
-	if !cloud.HasTags(e.Tags, owner) {
-		// Another owner's (or a user's): its addresses are not ours to
-		// hand out, nor the ENI ours to release.
-		log.Info("restore: leaving alone an attached ENI without our ownership tags (creator, instance, cluster, eni_tag_filter)", "eni", e.ID, "status", e.Status)
-		return false, nil
-	}
-	switch e.Status {
-	case cloud.StatusAttaching:
-		if _, err := c.WaitENIStatus(ctx, e.ID, cloud.StatusInUse); err != nil {
-			return false, fmt.Errorf("restore: %w", err)
-		}
-	case cloud.StatusDetaching:
-		if err := c.ReleaseENI(ctx, e.ID); err != nil {
-			return false, fmt.Errorf("restore: finish releasing %s: %w", e.ID, err)
-		}
-		return false, nil
-	}
-	return true, nil
 }
