@@ -1,6 +1,7 @@
-// Package fakecloudtest serves a fakecloud to the code under test: its
-// ECS/VPC API and one instance's metadata service over HTTP on loopback,
-// for as long as the test runs.
+// Package fakecloudtest serves a fakecloud to the code under test for as
+// long as the test runs: its ECS/VPC API and one instance's metadata
+// service over HTTP on loopback (Start), or the API on loopback with the
+// instances as node namespaces of a VPC fabric (StartLab).
 package fakecloudtest
 
 import (
