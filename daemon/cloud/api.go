@@ -188,21 +188,11 @@ func (c *Client) AttachENI(ctx context.Context, eniID, instanceID string) error 
 func (c *Client) DetachENI(ctx context.Context, eniID, instanceID string) error {
 	req := ecs.CreateDetachNetworkInterfaceRequest()
 	req.NetworkInterfaceId, req.InstanceId = eniID, instanceID
-	err := c.retry(ctx, backoff.ENIRelease, func(ctx context.Context) error {
-		err := c.ecsCall(ctx, "DetachNetworkInterface", releaseCall, func(cl *ecs.Client) error {
-			_, err := cl.DetachNetworkInterface(req)
-			return err
-		})
-		switch {
-		case IsNotFound(err):
-			return nil
-		case ErrorCode(err) == CodeInvalidENIState:
-			e, derr := c.DescribeENI(ctx, eniID)
-			if IsNotFound(derr) || (derr == nil && (e.Status == StatusAvailable || e.Status == StatusDetaching)) {
-				return nil
-			}
-		}
+	err := c.releaseENI(ctx, "DetachNetworkInterface", eniID, func(cl *ecs.Client) error {
+		_, err := cl.DetachNetworkInterface(req)
 		return err
+	}, func(status string) (bool, bool) {
+		return status == StatusAvailable || status == StatusDetaching, false
 	})
 	if err != nil {
 		return fmt.Errorf("detach %s from %s: %w", eniID, instanceID, err)
@@ -215,24 +205,11 @@ func (c *Client) DetachENI(ctx context.Context, eniID, instanceID string) error 
 func (c *Client) DeleteENI(ctx context.Context, eniID string) error {
 	req := ecs.CreateDeleteNetworkInterfaceRequest()
 	req.NetworkInterfaceId = eniID
-	err := c.retry(ctx, backoff.ENIRelease, func(ctx context.Context) error {
-		err := c.ecsCall(ctx, "DeleteNetworkInterface", releaseCall, func(cl *ecs.Client) error {
-			_, err := cl.DeleteNetworkInterface(req)
-			return err
-		})
-		switch {
-		case IsNotFound(err):
-			return nil
-		case ErrorCode(err) == CodeInvalidENIState:
-			e, derr := c.DescribeENI(ctx, eniID)
-			if IsNotFound(derr) || (derr == nil && e.Status == StatusDeleting) {
-				return nil
-			}
-			if derr == nil && e.Status == StatusDetaching {
-				return errRetry{err} // it becomes Available shortly
-			}
-		}
+	err := c.releaseENI(ctx, "DeleteNetworkInterface", eniID, func(cl *ecs.Client) error {
+		_, err := cl.DeleteNetworkInterface(req)
 		return err
+	}, func(status string) (bool, bool) {
+		return status == StatusDeleting, status == StatusDetaching // it becomes Available shortly
 	})
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", eniID, err)
@@ -253,6 +230,39 @@ func (c *Client) DeleteENI(ctx context.Context, eniID string) error {
 		return fmt.Errorf("delete %s: not confirmed: %w", eniID, err)
 	}
 	return nil
+}
+
+// releaseENI makes a release call (detach, delete) of an ENI with the
+// eni_release policy. Release is idempotent: a missing ENI counts as
+// done. An InvalidENIState answer asks settled about the ENI's described
+// status: done when the ENI already is where the call would take it,
+// retry when it is on its way to a status the call can act on; neither
+// leaves the answer as it is.
+func (c *Client) releaseENI(ctx context.Context, action, eniID string, call func(*ecs.Client) error,
+	settled func(status string) (done, retry bool)) error {
+	return c.retry(ctx, backoff.ENIRelease, func(ctx context.Context) error {
+		err := c.ecsCall(ctx, action, releaseCall, call)
+		switch {
+		case IsNotFound(err):
+			return nil
+		case ErrorCode(err) != CodeInvalidENIState:
+			return err
+		}
+		e, derr := c.DescribeENI(ctx, eniID)
+		if IsNotFound(derr) {
+			return nil
+		}
+		if derr != nil {
+			return err
+		}
+		switch done, retry := settled(e.Status); {
+		case done:
+			return nil
+		case retry:
+			return errRetry{err}
+		}
+		return err
+	})
 }
 
 // errRetry marks an answer that is final in general but worth waiting

@@ -207,26 +207,12 @@ func (c *Client) call(ctx context.Context, action string, class callClass, fn fu
 
 // ecsCall borrows an ECS client for fn.
 func (c *Client) ecsCall(ctx context.Context, action string, class callClass, fn func(*ecs.Client) error) error {
-	return c.call(ctx, action, class, func() error {
-		cl, err := c.ecsPool.get(ctx)
-		if err != nil {
-			return err
-		}
-		defer c.ecsPool.put(cl)
-		return fn(cl.sdk)
-	})
+	return c.call(ctx, action, class, func() error { return c.ecsPool.with(ctx, fn) })
 }
 
 // vpcCall borrows a VPC client for fn.
 func (c *Client) vpcCall(ctx context.Context, action string, class callClass, fn func(*vpc.Client) error) error {
-	return c.call(ctx, action, class, func() error {
-		cl, err := c.vpcPool.get(ctx)
-		if err != nil {
-			return err
-		}
-		defer c.vpcPool.put(cl)
-		return fn(cl.sdk)
-	})
+	return c.call(ctx, action, class, func() error { return c.vpcPool.with(ctx, fn) })
 }
 
 // sdkPool lends SDK clients, creating up to max of them on demand. A
@@ -282,6 +268,16 @@ func (p *sdkPool[T]) take(ctx context.Context) (lent[T], error) {
 	case <-ctx.Done():
 		return lent[T]{}, ctx.Err()
 	}
+}
+
+// with lends a client to fn for the length of the call.
+func (p *sdkPool[T]) with(ctx context.Context, fn func(T) error) error {
+	l, err := p.get(ctx)
+	if err != nil {
+		return err
+	}
+	defer p.put(l)
+	return fn(l.sdk)
 }
 
 func (p *sdkPool[T]) put(l lent[T]) {

@@ -189,10 +189,7 @@ func (n *Node) AssignIPv4(ctx context.Context, intentKey string, e ENIMeta, coun
 	if err != nil {
 		return nil, err
 	}
-	if _, err := n.WaitMetadata(ctx, e.MAC, ips, nil); err != nil {
-		return ips, fmt.Errorf("assigned %v to %s but metadata does not show them: %w", ips, e.ID, err)
-	}
-	return ips, nil
+	return ips, n.awaitAssigned(ctx, e, ips, nil)
 }
 
 // AssignIPv6 is AssignIPv4 for IPv6.
@@ -201,10 +198,17 @@ func (n *Node) AssignIPv6(ctx context.Context, intentKey string, e ENIMeta, coun
 	if err != nil {
 		return nil, err
 	}
-	if _, err := n.WaitMetadata(ctx, e.MAC, nil, ips); err != nil {
-		return ips, fmt.Errorf("assigned %v to %s but metadata does not show them: %w", ips, e.ID, err)
+	return ips, n.awaitAssigned(ctx, e, nil, ips)
+}
+
+// awaitAssigned waits until metadata lists the addresses the cloud just
+// assigned. The caller returns them even on error: they are assigned,
+// and whoever holds them must give them back.
+func (n *Node) awaitAssigned(ctx context.Context, e ENIMeta, v4, v6 []netip.Addr) error {
+	if _, err := n.WaitMetadata(ctx, e.MAC, v4, v6); err != nil {
+		return fmt.Errorf("assigned %v to %s but metadata does not show them: %w", slices.Concat(v4, v6), e.ID, err)
 	}
-	return ips, nil
+	return nil
 }
 
 // subtract returns the members of want not in have.
