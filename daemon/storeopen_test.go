@@ -4,65 +4,20 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/daemon/store"
+	"github.com/terway-sim/terway/daemon/store/storetest"
 	"github.com/terway-sim/terway/internal/testwait"
 )
-
-// damageStore writes a store with records at path and then 1 KB of garbage
-// at the start of one of its data pages (bbolt used to panic on it at
-// start); it returns the damaged bytes.
-func damageStore(t *testing.T, path string) []byte {
-	t.Helper()
-	s, err := store.Open(path, store.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 30 {
-		a := store.Attachment{PodNamespace: "default", PodName: fmt.Sprintf("pod-%02d", i), PodUID: "uid", IfName: "eth0",
-			IPType: store.IPTypeENIMultiIP, Netns: "/var/run/netns/cni-" + strings.Repeat("x", 300),
-			Resources: []store.Resource{{Type: store.ResourceENIIP, ID: fmt.Sprintf("00:16:3e:00:00:01.192.168.0.%d", i+10),
-				ENIID: "eni-1", ENIMAC: "00:16:3e:00:00:01", IPv4: fmt.Sprintf("192.168.0.%d", i+10)}}}
-		if err := s.Put(a); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var page int
-	_ = db.View(func(tx *bolt.Tx) error { page = int(tx.Bucket([]byte("attachments")).Root()); return nil })
-	_ = db.Close()
-	if page < 2 {
-		t.Fatalf("attachments bucket is inline (root page %d)", page)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 1024 {
-		data[page*os.Getpagesize()+i] = byte(i*7 + 13)
-	}
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
 
 // nodeEventsOf lists the events about the lab's node with reason.
 func nodeEventsOf(t *testing.T, l *lab, reason string) []corev1.Event {
@@ -108,7 +63,7 @@ func newDaemon(t *testing.T, l *lab, mutate func(*Options)) (*Daemon, error) {
 func TestDamagedStoreIsRefusedWithNodeEvent(t *testing.T) {
 	l := newLab(t)
 	path := l.daemonConfig().StorePath
-	before := damageStore(t, path)
+	before := storetest.Damaged(t, path)
 	var err error
 	func() {
 		defer func() {
@@ -147,7 +102,7 @@ func TestDamagedStoreIsRefusedWithNodeEvent(t *testing.T) {
 func TestRebuildStoreMovesDamagedStoreAside(t *testing.T) {
 	l := newLab(t)
 	path := l.daemonConfig().StorePath
-	before := damageStore(t, path)
+	before := storetest.Damaged(t, path)
 	d, _, _ := l.daemon(func(o *Options) { o.RebuildStore = true })
 	m := asideFiles(t, path)
 	if len(m) != 1 {
@@ -174,7 +129,7 @@ func TestRebuildStoreMovesDamagedStoreAside(t *testing.T) {
 func TestRebuildStoreRefusedWhileAnotherDaemonHoldsTheLock(t *testing.T) {
 	l := newLab(t)
 	cfg := l.daemonConfig()
-	before := damageStore(t, cfg.StorePath)
+	before := storetest.Damaged(t, cfg.StorePath)
 	lock, err := takeLock(filepath.Join(filepath.Dir(cfg.SocketPath), "terwayd.lock"), time.Second)
 	if err != nil {
 		t.Fatal(err)

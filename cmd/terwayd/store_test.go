@@ -16,9 +16,8 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/terway-sim/terway/daemon/store"
+	"github.com/terway-sim/terway/daemon/store/storetest"
 )
 
 // terwaydArgsEnv carries the arguments of a terwayd run by runTerwayd: the
@@ -102,43 +101,6 @@ func (f *fakeAPIServer) sent() []string {
 	return append([]string(nil), f.events...)
 }
 
-// damagedStore writes a store with records at path and 1 KB of garbage at
-// the start of one of its data pages, on which bbolt used to panic.
-func damagedStore(t *testing.T, path string) []byte {
-	t.Helper()
-	s, err := store.Open(path, store.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 30 {
-		if err := s.Put(store.Attachment{PodNamespace: "default", PodName: fmt.Sprintf("pod-%02d", i), IfName: "eth0",
-			IPType: store.IPTypeVPCIP, Netns: "/var/run/netns/" + strings.Repeat("n", 300)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var page int
-	_ = db.View(func(tx *bolt.Tx) error { page = int(tx.Bucket([]byte("attachments")).Root()); return nil })
-	_ = db.Close()
-	data, err := os.ReadFile(path)
-	if err != nil || page < 2 {
-		t.Fatalf("store pages: root %d, %v", page, err)
-	}
-	for i := range 1024 {
-		data[page*os.Getpagesize()+i] = byte(i*7 + 13)
-	}
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
-
 // A damaged store used to crash terwayd in a loop with a Go stack. Now it
 // exits 1 with one line naming the file and --rebuild-store, and the node
 // gets a StoreDamaged event; --rebuild-store moves the file aside.
@@ -165,7 +127,7 @@ current-context: x
 	if err := os.MkdirAll(filepath.Dir(storePath), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	before := damagedStore(t, storePath)
+	before := storetest.Damaged(t, storePath)
 	conf := filepath.Join(dir, "eni_conf")
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`{"store_path":%q,"socket_path":%q,"metadata_endpoint":%q,
 		"kube_sync_timeout":"2s","backoff_override":{"metadata":{"Duration":"5ms","Steps":1}}}`,
