@@ -104,73 +104,65 @@ func TestGatewayErrors(t *testing.T) {
 	if st != 200 {
 		t.Fatalf("baseline call: %d %v", st, body)
 	}
-	t.Run("unknown action", func(t *testing.T) {
-		st, body := e.post(t, signedParams("DescribeUnicorns", nil, now, testSecret))
-		wantError(t, st, body, 404, "InvalidApi.NotFound")
-	})
-	t.Run("ECS action with the VPC version", func(t *testing.T) {
-		st, body := e.post(t, signedParams("CreateNetworkInterface", url.Values{"Version": {fakecloud.VPCVersion}}, now, testSecret))
-		wantError(t, st, body, 404, "InvalidApi.NotFound")
-	})
-	t.Run("missing action", func(t *testing.T) {
-		p := signedParams("X", nil, now, testSecret)
-		p.Del("Action")
-		st, body := e.post(t, p)
-		wantError(t, st, body, 400, "MissingParameter")
-	})
-	t.Run("expired timestamp", func(t *testing.T) {
-		st, body := e.post(t, signedParams("DescribeNetworkInterfaces", nil, now.Add(-16*time.Minute), testSecret))
-		wantError(t, st, body, 400, "InvalidTimeStamp.Expired")
-	})
-	t.Run("timestamp from the future", func(t *testing.T) {
-		st, body := e.post(t, signedParams("DescribeNetworkInterfaces", nil, now.Add(16*time.Minute), testSecret))
-		wantError(t, st, body, 400, "InvalidTimeStamp.Expired")
-	})
-	t.Run("nonce reuse", func(t *testing.T) {
-		p := signedParams("DescribeNetworkInterfaces", nil, now, testSecret)
-		if st, body := e.post(t, p); st != 200 {
-			t.Fatalf("first use: %d %v", st, body)
+	// signed returns a well-signed call to action, changed by edits after
+	// signing.
+	signed := func(action string, biz url.Values, edits ...func(url.Values)) func(*testing.T) url.Values {
+		return func(*testing.T) url.Values {
+			p := signedParams(action, biz, now, testSecret)
+			for _, edit := range edits {
+				edit(p)
+			}
+			return p
 		}
-		st, body := e.post(t, p)
-		wantError(t, st, body, 400, "SignatureNonceUsed")
-	})
-	t.Run("wrong secret", func(t *testing.T) {
-		st, body := e.post(t, signedParams("DescribeNetworkInterfaces", nil, now, "not-the-secret"))
-		wantError(t, st, body, 400, "SignatureDoesNotMatch")
-		if !strings.Contains(body["Message"].(string), "server string to sign is:POST&%2F&") {
-			t.Fatalf("message lacks the string to sign: %v", body["Message"])
-		}
-	})
-	t.Run("tampered parameter", func(t *testing.T) {
-		p := signedParams("DescribeNetworkInterfaces", url.Values{"VpcId": {"vpc-a"}}, now, testSecret)
-		p.Set("VpcId", "vpc-b")
-		st, body := e.post(t, p)
-		wantError(t, st, body, 400, "SignatureDoesNotMatch")
-	})
-	t.Run("unknown access key", func(t *testing.T) {
-		p := signedParams("DescribeNetworkInterfaces", nil, now, testSecret)
-		p.Set("AccessKeyId", "LTAIunknown")
-		st, body := e.post(t, p)
-		wantError(t, st, body, 404, "InvalidAccessKeyId.NotFound")
-	})
-	t.Run("unsigned", func(t *testing.T) {
-		p := signedParams("DescribeNetworkInterfaces", nil, now, testSecret)
-		p.Del("Signature")
-		st, body := e.post(t, p)
-		wantError(t, st, body, 400, "MissingSignature")
-	})
-	t.Run("missing business parameter", func(t *testing.T) {
-		st, body := e.post(t, signedParams("CreateNetworkInterface", url.Values{"SecurityGroupId": {sg}}, now, testSecret))
-		wantError(t, st, body, 400, "MissingParameter")
-		if !strings.Contains(body["Message"].(string), "VSwitchId") {
-			t.Fatalf("message does not name the parameter: %v", body["Message"])
-		}
-	})
-	t.Run("invalid business parameter", func(t *testing.T) {
-		st, body := e.post(t, signedParams("CreateNetworkInterface", url.Values{"VSwitchId": {vsw1}, "SecurityGroupId": {sg},
-			"SecondaryPrivateIpAddressCount": {"many"}}, now, testSecret))
-		wantError(t, st, body, 400, "InvalidParameter")
-	})
+	}
+	del := func(key string) func(url.Values) { return func(p url.Values) { p.Del(key) } }
+	set := func(key, v string) func(url.Values) { return func(p url.Values) { p.Set(key, v) } }
+	cases := []struct {
+		name   string
+		params func(*testing.T) url.Values
+		status int
+		code   string
+		inMsg  string // what the message must hold, if anything
+	}{
+		{"unknown action", signed("DescribeUnicorns", nil), 404, "InvalidApi.NotFound", ""},
+		{"ECS action with the VPC version", signed("CreateNetworkInterface", url.Values{"Version": {fakecloud.VPCVersion}}),
+			404, "InvalidApi.NotFound", ""},
+		{"missing action", signed("X", nil, del("Action")), 400, "MissingParameter", ""},
+		{"expired timestamp", func(*testing.T) url.Values {
+			return signedParams("DescribeNetworkInterfaces", nil, now.Add(-16*time.Minute), testSecret)
+		}, 400, "InvalidTimeStamp.Expired", ""},
+		{"timestamp from the future", func(*testing.T) url.Values {
+			return signedParams("DescribeNetworkInterfaces", nil, now.Add(16*time.Minute), testSecret)
+		}, 400, "InvalidTimeStamp.Expired", ""},
+		{"nonce reuse", func(t *testing.T) url.Values {
+			p := signedParams("DescribeNetworkInterfaces", nil, now, testSecret)
+			if st, body := e.post(t, p); st != 200 {
+				t.Fatalf("first use: %d %v", st, body)
+			}
+			return p
+		}, 400, "SignatureNonceUsed", ""},
+		{"wrong secret", func(*testing.T) url.Values {
+			return signedParams("DescribeNetworkInterfaces", nil, now, "not-the-secret")
+		}, 400, "SignatureDoesNotMatch", "server string to sign is:POST&%2F&"},
+		{"tampered parameter", signed("DescribeNetworkInterfaces", url.Values{"VpcId": {"vpc-a"}}, set("VpcId", "vpc-b")),
+			400, "SignatureDoesNotMatch", ""},
+		{"unknown access key", signed("DescribeNetworkInterfaces", nil, set("AccessKeyId", "LTAIunknown")),
+			404, "InvalidAccessKeyId.NotFound", ""},
+		{"unsigned", signed("DescribeNetworkInterfaces", nil, del("Signature")), 400, "MissingSignature", ""},
+		{"missing business parameter", signed("CreateNetworkInterface", url.Values{"SecurityGroupId": {sg}}),
+			400, "MissingParameter", "VSwitchId"},
+		{"invalid business parameter", signed("CreateNetworkInterface", url.Values{"VSwitchId": {vsw1}, "SecurityGroupId": {sg},
+			"SecondaryPrivateIpAddressCount": {"many"}}), 400, "InvalidParameter", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st, body := e.post(t, c.params(t))
+			wantError(t, st, body, c.status, c.code)
+			if msg, _ := body["Message"].(string); !strings.Contains(msg, c.inMsg) {
+				t.Fatalf("message lacks %q: %v", c.inMsg, body["Message"])
+			}
+		})
+	}
 	t.Run("unknown path", func(t *testing.T) {
 		resp, err := http.Get(e.srv.URL + "/api/v1/pods")
 		if err != nil {
@@ -215,6 +207,16 @@ func TestENIErrorCodes(t *testing.T) {
 		_, err := c.DetachNetworkInterface(r)
 		return err
 	}
+	// fresh creates an Available ENI in vsw; primary names node1's
+	// primary ENI.
+	fresh := func(vsw string) string { return createENI(t, c, vsw, nil).NetworkInterfaceId }
+	primary := func() string { in, _ := e.cloud.Instance(node1); return in.ENIs[0].ID }
+	create := func(vsw, group string) error {
+		r := ecs.CreateCreateNetworkInterfaceRequest()
+		r.VSwitchId, r.SecurityGroupId = vsw, group
+		_, err := c.CreateNetworkInterface(r)
+		return err
+	}
 	cases := []struct {
 		name   string
 		err    func() error
@@ -222,38 +224,18 @@ func TestENIErrorCodes(t *testing.T) {
 		code   string
 	}{
 		{"attach unknown ENI", func() error { return attach("eni-bp1nothere", node1) }, 404, "InvalidEniId.NotFound"},
-		{"attach to unknown instance", func() error {
-			return attach(createENI(t, c, vsw1, nil).NetworkInterfaceId, "i-bp1nothere")
-		}, 404, "InvalidEcsId.NotFound"},
-		{"attach across zones", func() error {
-			return attach(createENI(t, c, vsw2, nil).NetworkInterfaceId, node1)
-		}, 403, "InvalidOperation.AvailabilityZoneMismatch"},
-		{"detach a primary ENI", func() error {
-			in, _ := e.cloud.Instance(node1)
-			return detach(in.ENIs[0].ID, node1)
-		}, 400, "InvalidOperation.DetachPrimaryEniNotAllowed"},
-		{"detach an Available ENI", func() error {
-			return detach(createENI(t, c, vsw1, nil).NetworkInterfaceId, node1)
-		}, 400, "InvalidOperation.InvalidEniState"},
+		{"attach to unknown instance", func() error { return attach(fresh(vsw1), "i-bp1nothere") }, 404, "InvalidEcsId.NotFound"},
+		{"attach across zones", func() error { return attach(fresh(vsw2), node1) }, 403, "InvalidOperation.AvailabilityZoneMismatch"},
+		{"detach a primary ENI", func() error { return detach(primary(), node1) }, 400, "InvalidOperation.DetachPrimaryEniNotAllowed"},
+		{"detach an Available ENI", func() error { return detach(fresh(vsw1), node1) }, 400, "InvalidOperation.InvalidEniState"},
 		{"delete a primary ENI", func() error {
-			in, _ := e.cloud.Instance(node1)
 			r := ecs.CreateDeleteNetworkInterfaceRequest()
-			r.NetworkInterfaceId = in.ENIs[0].ID
+			r.NetworkInterfaceId = primary()
 			_, err := c.DeleteNetworkInterface(r)
 			return err
 		}, 403, "InvalidOperation.InvalidEniType"},
-		{"create on unknown vSwitch", func() error {
-			r := ecs.CreateCreateNetworkInterfaceRequest()
-			r.VSwitchId, r.SecurityGroupId = "vsw-bp1nothere", sg
-			_, err := c.CreateNetworkInterface(r)
-			return err
-		}, 404, "InvalidVSwitchId.NotFound"},
-		{"create with unknown security group", func() error {
-			r := ecs.CreateCreateNetworkInterfaceRequest()
-			r.VSwitchId, r.SecurityGroupId = vsw1, "sg-bp1nothere"
-			_, err := c.CreateNetworkInterface(r)
-			return err
-		}, 404, "InvalidSecurityGroupId.NotFound"},
+		{"create on unknown vSwitch", func() error { return create("vsw-bp1nothere", sg) }, 404, "InvalidVSwitchId.NotFound"},
+		{"create with unknown security group", func() error { return create(vsw1, "sg-bp1nothere") }, 404, "InvalidSecurityGroupId.NotFound"},
 		{"assign on unknown ENI", func() error { _, err := assignIPs(c, "eni-bp1nothere", 1); return err }, 404, "InvalidEniId.NotFound"},
 		{"describe attribute of unknown ENI", func() error {
 			r := ecs.CreateDescribeNetworkInterfaceAttributeRequest()
