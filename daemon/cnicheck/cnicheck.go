@@ -15,6 +15,8 @@ import (
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/terway-sim/terway/internal/nsexec"
 )
 
 // Production locations, the ones kubelet, containerd and CRI-O use, so a
@@ -104,7 +106,7 @@ func New(o Options) *Checker {
 	// successful run is dropped (a failed run's stderr is in the error).
 	var exec invoke.Exec = &invoke.DefaultExec{RawExec: &invoke.RawExec{}, PluginDecoder: version.PluginDecoder{}}
 	if o.NetNS != "" {
-		exec = nsExec{Exec: exec, path: o.NetNS}
+		exec = nsexec.Exec{Exec: exec, Path: o.NetNS}
 	}
 	return &Checker{
 		opts:  o,

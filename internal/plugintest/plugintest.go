@@ -5,7 +5,6 @@
 package plugintest
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -14,8 +13,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/containernetworking/cni/pkg/invoke"
-	"github.com/containernetworking/plugins/pkg/ns"
 	"k8s.io/klog/v2"
 
 	"github.com/terway-sim/terway/internal/testnetns"
@@ -59,23 +56,4 @@ func QuietKlog() {
 	_ = fs.Set("logtostderr", "false")
 	_ = fs.Set("stderrthreshold", "FATAL")
 	klog.SetOutput(io.Discard)
-}
-
-// NSExec runs plugins in the network namespace at Path: the child
-// inherits the namespace of the OS thread that forks it, which ns.Do
-// locks.
-type NSExec struct {
-	invoke.Exec
-	Path string
-}
-
-// ExecPlugin runs the plugin from inside the namespace.
-func (e NSExec) ExecPlugin(ctx context.Context, plugin string, stdin []byte, env []string) ([]byte, error) {
-	var out []byte
-	err := ns.WithNetNSPath(e.Path, func(ns.NetNS) error {
-		var err error
-		out, err = e.Exec.ExecPlugin(ctx, plugin, stdin, env)
-		return err
-	})
-	return out, err
 }

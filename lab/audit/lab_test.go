@@ -32,7 +32,7 @@ import (
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/internal/fakecloudtest"
-	"github.com/terway-sim/terway/internal/plugintest"
+	"github.com/terway-sim/terway/internal/nsexec"
 	"github.com/terway-sim/terway/internal/testlog"
 	"github.com/terway-sim/terway/internal/testnetns"
 	"github.com/terway-sim/terway/internal/testwait"
@@ -186,7 +186,7 @@ func (e *labEnv) addPod(name string) netip.Addr {
 			t.Errorf("remove pod netns: %v", err)
 		}
 	})
-	exec := plugintest.NSExec{Exec: &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: e.logs}, PluginDecoder: version.PluginDecoder{}},
+	exec := nsexec.Exec{Exec: &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: e.logs}, PluginDecoder: version.PluginDecoder{}},
 		Path: e.ln.NetNSPath()}
 	cni := libcni.NewCNIConfigWithCacheDir([]string{pluginBin}, e.path("cache"), exec)
 	rt := &libcni.RuntimeConf{ContainerID: "c-" + name, NetNS: podNS.Path(), IfName: "eth0", Args: [][2]string{

@@ -32,7 +32,7 @@ import (
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/internal/fakecloudtest"
-	"github.com/terway-sim/terway/internal/plugintest"
+	"github.com/terway-sim/terway/internal/nsexec"
 	"github.com/terway-sim/terway/internal/testlog"
 	"github.com/terway-sim/terway/lab/fabric"
 )
@@ -234,7 +234,7 @@ func (n *node) cni(v string) (*libcni.CNIConfig, *libcni.NetworkConfigList) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exec := plugintest.NSExec{Exec: &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: n.logs}, PluginDecoder: version.PluginDecoder{}}, Path: n.ln.NetNSPath()}
+	exec := nsexec.Exec{Exec: &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: n.logs}, PluginDecoder: version.PluginDecoder{}}, Path: n.ln.NetNSPath()}
 	return libcni.NewCNIConfigWithCacheDir([]string{pluginBin}, n.path("cache"), exec), list
 }
 
