@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/google/renameio/v2"
 )
 
 // WriteJSON writes r to path as indented JSON, atomically (a reader sees
@@ -53,41 +55,25 @@ func encodeResult(r *Result) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// WriteFileAtomic writes data to a temporary file next to path and
-// renames it over path, with mode 0644, so that an interrupted run never
-// leaves a truncated result or plot behind. Results and plots are written
-// with it.
-func WriteFileAtomic(path string, data []byte) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+// WriteFileAtomic writes data to a temporary file next to path, fsyncs
+// it and renames it over path, with mode 0644 whatever the umask (results
+// are meant to be shared), so that an interrupted run never leaves a
+// truncated result or plot behind. Results and plots are written with it.
+func WriteFileAtomic(path string, data []byte) error {
+	// Not renameio.WriteFile: it keeps an existing file's mode. The
+	// temporary file goes next to path, not to os.TempDir, where an
+	// interrupted write is seen and the rename never crosses a mount.
+	f, err := renameio.NewPendingFile(path,
+		renameio.WithTempDir(filepath.Dir(path)), renameio.WithStaticPermissions(0o644))
 	if err != nil {
 		return fmt.Errorf("create temporary file for %s: %w", path, err)
 	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
+	defer func() { _ = f.Cleanup() }() // a no-op once replaced
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("write temporary file for %s: %w", path, err)
 	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", tmp, err)
-	}
-	// CreateTemp makes the file 0600; results are meant to be shared.
-	if err = f.Chmod(0o644); err != nil {
-		return fmt.Errorf("chmod %s: %w", tmp, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("rename %s to %s: %w", tmp, path, err)
+	if err := f.CloseAtomicallyReplace(); err != nil {
+		return fmt.Errorf("replace %s: %w", path, err)
 	}
 	return nil
 }

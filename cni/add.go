@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -25,29 +24,20 @@ const (
 // cmdAdd: AllocIP from the daemon, build the datapath, print the result.
 // A retried ADD gets the same address from the daemon and Setup repairs
 // whatever is missing, so it yields the same result.
-func (p *plugin) cmdAdd(args *skel.CmdArgs) error {
-	begun := time.Now()
-	inv, err := p.begin(args, "ADD")
-	if err != nil {
-		return err
-	}
-	defer inv.end()
+func (p *plugin) cmdAdd(ctx context.Context, inv *invocation) error {
 	if !inv.pod.Known() {
 		return types.NewError(types.ErrInvalidEnvironmentVariables,
 			"CNI_ARGS lacks K8S_POD_NAMESPACE and K8S_POD_NAME: terwayd allocates per Kubernetes pod", "")
 	}
 	// Before anything is allocated or written: a namespace file of
 	// another kind would leave a state file no DEL could act on.
-	if err := checkPodNetNS(args.Netns); err != nil {
+	if err := checkPodNetNS(inv.args.Netns); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-	defer cancel()
-	lock, err := inv.lockContainer(ctx)
-	if err != nil {
+	// Locked only now, so that a refused ADD leaves no lock file.
+	if err := inv.lockContainer(ctx, keepLock); err != nil {
 		return err
 	}
-	defer lock.unlock()
 
 	client, err := dialDaemon(ctx, inv.conf.SocketPath)
 	if err != nil {
@@ -58,7 +48,7 @@ func (p *plugin) cmdAdd(args *skel.CmdArgs) error {
 	start := time.Now()
 	reply, err := client.AllocIP(ctx, &rpc.AllocIPRequest{
 		K8SPodName: inv.pod.Name, K8SPodNamespace: inv.pod.Namespace, K8SPodInfraContainerId: inv.pod.InfraContainerID,
-		Netns: args.Netns, IfName: args.IfName,
+		Netns: inv.args.Netns, IfName: inv.args.IfName,
 	})
 	if err != nil {
 		inv.log.Error("AllocIP failed", "err", err, "took", time.Since(start))
@@ -79,7 +69,7 @@ func (p *plugin) cmdAdd(args *skel.CmdArgs) error {
 		return types.NewError(types.ErrInternal, fmt.Sprintf("ADD pod %s: %v", inv.pod, err), "")
 	}
 	inv.log.Info("pod network set up", "kind", att.Spec.Kind, "ipv4", att.Spec.IPv4, "ipv6", att.Spec.IPv6,
-		"hostVeth", att.Spec.HostVeth, "took", time.Since(start), "total", time.Since(begun))
+		"hostVeth", att.Spec.HostVeth, "took", time.Since(start), "total", time.Since(inv.begun))
 	return inv.printResult(result)
 }
 

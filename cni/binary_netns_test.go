@@ -49,9 +49,7 @@ func runBinaryIn(t *testing.T, n ns.NetNS, env map[string]string, stdin string) 
 // as in production.
 func TestBinaryAddDel(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	multiIP(e, "192.168.1.80")
-	p := e.newPod("bin")
+	e, p := newMultiIPPod(t, "192.168.1.80", "bin")
 	conf := e.conf("1.1.0", "")
 	env := map[string]string{"CNI_COMMAND": "ADD", "CNI_CONTAINERID": p.cid, "CNI_NETNS": p.ns.Path(), "CNI_IFNAME": "eth0",
 		"CNI_PATH": "/nonexistent", "CNI_ARGS": podArgs("default", p.name, p.cid)}

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 
@@ -18,30 +17,17 @@ import (
 // cmdCheck verifies a pod interface: the state file exists, prevResult
 // and the daemon's record name its addresses, and every kernel object of
 // the datapath is in place. The error names the first broken object.
-func (p *plugin) cmdCheck(args *skel.CmdArgs) error {
-	inv, err := p.begin(args, "CHECK")
-	if err != nil {
-		return err
-	}
-	defer inv.end()
-	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-	defer cancel()
-	lock, err := inv.lockContainer(ctx)
-	if err != nil {
-		return err
-	}
-	defer lock.unlock()
-
-	att, err := inv.state.load(args.ContainerID, args.IfName)
+func (p *plugin) cmdCheck(ctx context.Context, inv *invocation) error {
+	att, err := inv.state.load(inv.args.ContainerID, inv.args.IfName)
 	if errors.Is(err, errNoState) {
 		return types.NewError(types.ErrUnknownContainer,
-			fmt.Sprintf("container unknown: no terway state for container %s interface %s", args.ContainerID, args.IfName), "")
+			fmt.Sprintf("container unknown: no terway state for container %s interface %s", inv.args.ContainerID, inv.args.IfName), "")
 	}
 	if err != nil {
 		return types.NewError(types.ErrIOFailure, err.Error(), "")
 	}
 	spec := *att.Spec
-	spec.PodNetNS = args.Netns
+	spec.PodNetNS = inv.args.Netns
 	if err := checkPrevResult(inv.conf.Net.PrevResult, &spec); err != nil {
 		return types.NewError(types.ErrInternal, fmt.Sprintf("CHECK pod %s: %v", att.Pod, err), "")
 	}

@@ -105,9 +105,7 @@ func TestSilentSocketConnectTimeout(t *testing.T) {
 	})
 	t.Run("DEL", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		multiIP(e, "192.168.1.90")
-		p := e.newPod("silent-del")
+		e, p := newMultiIPPod(t, "192.168.1.90", "silent-del")
 		before := e.node.state(t)
 		conf := e.conf("1.1.0", "")
 		_, out := e.add(p, conf)

@@ -24,6 +24,17 @@ func cniCode(t *testing.T, err error) uint {
 	return e.Code
 }
 
+// newMultiIPPod is a new env whose daemon gives every pod ip (multiIP),
+// and a new pod name in it.
+func newMultiIPPod(t *testing.T, ip, name string) (*env, *pod) {
+	t.Helper()
+	e := newEnv(t)
+	multiIP(e, ip)
+	return e, e.newPod(name)
+}
+
+// multiIP makes e's daemon give every pod ip, an address of the node's
+// ENI (ENIMultiIP).
 func multiIP(e *env, ip string) {
 	e.daemon.fixedAlloc(rpc.IPType_TypeENIMultiIP, func(*rpc.AllocIPRequest) *rpc.NetConf { return eniNetConf(ip, e.node.eniMAC) })
 }
@@ -65,6 +76,17 @@ func TestAddRollback(t *testing.T) {
 	}
 }
 
+// runPodX runs verb for pod default/x (container cid-x) with CNI_NETNS
+// netns, a namespace that does not exist or none: what the daemon answers
+// decides the outcome.
+func (e *env) runPodX(verb, netns string) error {
+	p := &pod{name: "x", cid: "cid-x", ifName: "eth0"}
+	args := p.args(e.conf("1.1.0", ""))
+	args.Netns = netns
+	_, err := e.run(verb, args)
+	return err
+}
+
 // TestAddDaemonErrors: the daemon's refusals become CNI errors the
 // runtime can act on, and nothing is set up.
 func TestAddDaemonErrors(t *testing.T) {
@@ -85,10 +107,7 @@ func TestAddDaemonErrors(t *testing.T) {
 		e.daemon.set(func(f *fakeDaemon) {
 			f.alloc = func(*rpc.AllocIPRequest) (*rpc.AllocIPReply, error) { return nil, tc.err }
 		})
-		p := &pod{ns: nil, name: "x", cid: "cid-x", ifName: "eth0"}
-		args := p.args(e.conf("1.1.0", ""))
-		args.Netns = "/nonexistent/netns"
-		_, err := e.run("ADD", args)
+		err := e.runPodX("ADD", "/nonexistent/netns")
 		if err == nil {
 			t.Fatalf("ADD succeeded with daemon error %v", tc.err)
 		}
@@ -169,9 +188,7 @@ func TestDelVariants(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
-			multiIP(e, "192.168.1.50")
-			p := e.newPod("del")
+			e, p := newMultiIPPod(t, "192.168.1.50", "del")
 			conf := e.conf("1.0.0", "")
 			before := e.node.state(t)
 			_, out := e.add(p, conf)
@@ -224,10 +241,7 @@ func TestDelDaemonAnswers(t *testing.T) {
 	}
 	for _, tc := range tests {
 		e.daemon.set(func(f *fakeDaemon) { f.release = func(*rpc.ReleaseIPRequest) error { return tc.err } })
-		p := &pod{name: "x", cid: "cid-x", ifName: "eth0"}
-		args := p.args(e.conf("1.1.0", ""))
-		args.Netns = ""
-		_, err := e.run("DEL", args)
+		err := e.runPodX("DEL", "")
 		if (err != nil) != tc.fail {
 			t.Errorf("ReleaseIP answering %v: DEL error %v, want failure %v", tc.err, err, tc.fail)
 		}
@@ -239,9 +253,7 @@ func TestDelDaemonAnswers(t *testing.T) {
 // the daemon giving the pod another address or none.
 func TestCheck(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	multiIP(e, "192.168.1.60")
-	p := e.newPod("check")
+	e, p := newMultiIPPod(t, "192.168.1.60", "check")
 	conf := e.conf("1.1.0", "")
 	_, out := e.add(p, conf)
 	att := e.wantState(p, datapath.PolicyRoute)
@@ -327,9 +339,7 @@ func TestAddRetry(t *testing.T) {
 // earlier setup of the container is removed, not stranded.
 func TestAddReplacesStale(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	multiIP(e, "192.168.1.90")
-	p := e.newPod("stale")
+	e, p := newMultiIPPod(t, "192.168.1.90", "stale")
 	conf := e.conf("1.1.0", "")
 	e.add(p, conf)
 	multiIP(e, "192.168.1.91")

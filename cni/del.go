@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 
@@ -20,22 +19,9 @@ import (
 // the daemon down: the host is cleaned from the state file (or the
 // daemon's record, or prevResult) and the daemon's GC reclaims the
 // address later.
-func (p *plugin) cmdDel(args *skel.CmdArgs) error {
-	inv, err := p.begin(args, "DEL")
-	if err != nil {
-		return err
-	}
-	defer inv.end()
-	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-	defer cancel()
-	lock, err := inv.lockContainer(ctx)
-	if err != nil {
-		return err
-	}
-	defer lock.unlockAndRemove()
-
+func (p *plugin) cmdDel(ctx context.Context, inv *invocation) error {
 	source := "state file"
-	att, err := inv.state.load(args.ContainerID, args.IfName)
+	att, err := inv.state.load(inv.args.ContainerID, inv.args.IfName)
 	switch {
 	case errors.Is(err, errNoState):
 		att = nil
@@ -64,8 +50,8 @@ func (p *plugin) cmdDel(args *skel.CmdArgs) error {
 		// the exception: while the namespace ADD saw still exists, the ENI
 		// is in it and must come back to the node.
 		recorded := spec.PodNetNS
-		spec.PodNetNS = args.Netns
-		if spec.Kind == datapath.ExclusiveENI && args.Netns == "" && isNetNS(recorded) {
+		spec.PodNetNS = inv.args.Netns
+		if spec.Kind == datapath.ExclusiveENI && inv.args.Netns == "" && isNetNS(recorded) {
 			spec.PodNetNS = recorded
 		}
 		if err := inv.teardownDeferred(ctx, &spec); err != nil {
@@ -78,7 +64,7 @@ func (p *plugin) cmdDel(args *skel.CmdArgs) error {
 		return err
 	}
 	released = time.Since(start) - tornDown
-	if err := inv.state.remove(args.ContainerID, args.IfName); err != nil {
+	if err := inv.state.remove(inv.args.ContainerID, inv.args.IfName); err != nil {
 		return types.NewError(types.ErrIOFailure, err.Error(), "")
 	}
 	inv.log.Info("pod network removed", "from", source, "teardown", tornDown, "release", released)

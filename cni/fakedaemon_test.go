@@ -96,10 +96,7 @@ func (f *fakeDaemon) enter(cid string) func() {
 
 func (f *fakeDaemon) AllocIP(_ context.Context, r *rpc.AllocIPRequest) (*rpc.AllocIPReply, error) {
 	defer f.enter(r.K8SPodInfraContainerId)()
-	f.mu.Lock()
-	f.allocs = append(f.allocs, r)
-	fn := f.alloc
-	f.mu.Unlock()
+	fn := record(f, &f.allocs, r, &f.alloc)
 	if fn == nil {
 		return nil, status.Error(codes.Unavailable, "no allocator configured")
 	}
@@ -108,10 +105,7 @@ func (f *fakeDaemon) AllocIP(_ context.Context, r *rpc.AllocIPRequest) (*rpc.All
 
 func (f *fakeDaemon) ReleaseIP(_ context.Context, r *rpc.ReleaseIPRequest) (*rpc.ReleaseIPReply, error) {
 	defer f.enter(r.K8SPodInfraContainerId)()
-	f.mu.Lock()
-	f.releases = append(f.releases, r)
-	fn := f.release
-	f.mu.Unlock()
+	fn := record(f, &f.releases, r, &f.release)
 	if fn != nil {
 		if err := fn(r); err != nil {
 			return nil, err
@@ -121,14 +115,20 @@ func (f *fakeDaemon) ReleaseIP(_ context.Context, r *rpc.ReleaseIPRequest) (*rpc
 }
 
 func (f *fakeDaemon) GetIPInfo(_ context.Context, r *rpc.GetInfoRequest) (*rpc.GetInfoReply, error) {
-	f.mu.Lock()
-	f.infos = append(f.infos, r)
-	fn := f.info
-	f.mu.Unlock()
+	fn := record(f, &f.infos, r, &f.info)
 	if fn == nil {
 		return &rpc.GetInfoReply{}, nil
 	}
 	return fn(r)
+}
+
+// record notes request r in calls and returns the answer configured in
+// answer (nil for the default), both under the lock.
+func record[R, A any](f *fakeDaemon, calls *[]R, r R, answer *A) A {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	*calls = append(*calls, r)
+	return *answer
 }
 
 func (f *fakeDaemon) RecordEvent(_ context.Context, r *rpc.EventRequest) (*rpc.EventReply, error) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -24,15 +23,7 @@ const gcLockWait = time.Second
 // the addresses (GarbageCollect, with its sticky policy). It continues
 // past errors and reports them together; with the daemon unreachable the
 // host is still cleaned and the answer is code 11.
-func (p *plugin) cmdGC(args *skel.CmdArgs) error {
-	inv, err := p.begin(args, "GC")
-	if err != nil {
-		return err
-	}
-	defer inv.end()
-	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-	defer cancel()
-
+func (p *plugin) cmdGC(ctx context.Context, inv *invocation) error {
 	valid := map[[2]string]bool{}
 	var validList []*rpc.Attachment
 	for _, a := range inv.conf.Net.ValidAttachments {

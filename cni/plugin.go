@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
@@ -43,15 +44,30 @@ func reapNow(hostNetNS string) error {
 	return err
 }
 
-// funcs are the verbs for skel.
+// funcs are the verbs for skel, each with its deadline and its use of
+// the container's lock.
 func (p *plugin) funcs() skel.CNIFuncs {
 	return skel.CNIFuncs{
-		Add:    p.guard("ADD", p.cmdAdd),
-		Del:    p.guard("DEL", p.cmdDel),
-		Check:  p.guard("CHECK", p.cmdCheck),
-		GC:     p.guard("GC", p.cmdGC),
-		Status: p.guard("STATUS", p.cmdStatus),
+		Add:    p.verb("ADD", Timeout, noLock, p.cmdAdd),
+		Del:    p.verb("DEL", Timeout, removeLock, p.cmdDel),
+		Check:  p.verb("CHECK", Timeout, keepLock, p.cmdCheck),
+		GC:     p.verb("GC", Timeout, noLock, p.cmdGC),
+		Status: p.verb("STATUS", statusTimeout, noLock, p.cmdStatus),
 	}
+}
+
+// verb is what skel runs for one verb: fn with the invocation that
+// begin opens, under guard, closed when fn returns.
+func (p *plugin) verb(name string, timeout time.Duration, use lockUse,
+	fn func(context.Context, *invocation) error) func(*skel.CmdArgs) error {
+	return p.guard(name, func(args *skel.CmdArgs) error {
+		inv, ctx, err := p.begin(args, name, timeout, use)
+		if err != nil {
+			return err
+		}
+		defer inv.end()
+		return fn(ctx, inv)
+	})
 }
 
 // guard turns a panic into a CNI error: the runtime must get JSON on
@@ -76,11 +92,55 @@ type invocation struct {
 	pod   PodID
 	log   *slog.Logger
 	state stateStore
-	close func()
+	// begun is when the invocation started, for the log.
+	begun time.Time
+	// lock is the container's lock once taken, to be released by end
+	// as lockUse says.
+	lock    *fileLock
+	lockUse lockUse
+	cancel  context.CancelFunc
+	close   func()
 }
 
-// begin parses the config and CNI_ARGS and opens the log.
-func (p *plugin) begin(args *skel.CmdArgs, verb string) (*invocation, error) {
+// lockUse is what a verb does with its container's lock.
+type lockUse int
+
+const (
+	// noLock: the verb serves no one container (STATUS, GC), or takes the
+	// lock itself after its own checks (ADD).
+	noLock lockUse = iota
+	// keepLock: end releases the lock and leaves its file for the
+	// container's next verb.
+	keepLock
+	// removeLock: end deletes the lock file too; DEL is a container's
+	// last verb.
+	removeLock
+)
+
+// begin opens an invocation of verb: it parses the config and CNI_ARGS,
+// opens the log, starts the context that bounds the verb to timeout and,
+// unless use is noLock, takes the container's lock. The caller defers
+// end, which gives all of these back.
+func (p *plugin) begin(args *skel.CmdArgs, verb string, timeout time.Duration, use lockUse) (*invocation, context.Context, error) {
+	begun := time.Now()
+	inv, err := p.open(args, verb)
+	if err != nil {
+		return nil, nil, err
+	}
+	inv.begun = begun
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	inv.cancel = cancel
+	if use != noLock {
+		if err := inv.lockContainer(ctx, use); err != nil {
+			inv.end()
+			return nil, nil, err
+		}
+	}
+	return inv, ctx, nil
+}
+
+// open parses the config and CNI_ARGS and opens the log.
+func (p *plugin) open(args *skel.CmdArgs, verb string) (*invocation, error) {
 	conf, err := ParseConfig(args.StdinData)
 	if err != nil {
 		return nil, err
@@ -131,20 +191,34 @@ func (p *plugin) openLog(conf *Config) (*slog.Logger, func(), error) {
 	return slog.New(slog.NewTextHandler(f, opts)), func() { _ = f.Close() }, nil
 }
 
-func (inv *invocation) end() { inv.close() }
+// end releases the container's lock, ends the context and closes the
+// log, in that order.
+func (inv *invocation) end() {
+	switch {
+	case inv.lock == nil:
+	case inv.lockUse == removeLock:
+		inv.lock.unlockAndRemove()
+	default:
+		inv.lock.unlock()
+	}
+	inv.cancel()
+	inv.close()
+}
 
-// lockContainer takes the container's lock: code 11 when another
-// invocation holds it too long, 5 when the state dir is unusable.
-func (inv *invocation) lockContainer(ctx context.Context) (*fileLock, error) {
+// lockContainer takes the container's lock until end, which releases it
+// as use says: code 11 when another invocation holds it too long, 5 when
+// the state dir is unusable.
+func (inv *invocation) lockContainer(ctx context.Context, use lockUse) error {
 	l, err := lockContainer(ctx, inv.state.dir, inv.args.ContainerID)
 	if err != nil {
 		code := types.ErrIOFailure
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			code = types.ErrTryAgainLater // another invocation holds it
 		}
-		return nil, types.NewError(code, fmt.Sprintf("container %s: %v", inv.args.ContainerID, err), "")
+		return types.NewError(code, fmt.Sprintf("container %s: %v", inv.args.ContainerID, err), "")
 	}
-	return l, nil
+	inv.lock, inv.lockUse = l, use
+	return nil
 }
 
 // teardown undoes spec under the node-wide datapath lock.

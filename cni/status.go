@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -16,14 +15,7 @@ import (
 // the daemon is unreachable or says it is not ready. Address exhaustion
 // counts only through the daemon's Ready (the operator's opt-in), so a
 // dry vSwitch does not take every node on it out of service.
-func (p *plugin) cmdStatus(args *skel.CmdArgs) error {
-	inv, err := p.begin(args, "STATUS")
-	if err != nil {
-		return err
-	}
-	defer inv.end()
-	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
-	defer cancel()
+func (p *plugin) cmdStatus(ctx context.Context, inv *invocation) error {
 	client, err := dialDaemon(ctx, inv.conf.SocketPath)
 	if err != nil {
 		inv.log.Warn("STATUS: daemon unreachable", "err", err)

@@ -6,8 +6,6 @@ import (
 	"context"
 	"io"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -30,39 +28,57 @@ const (
 	cdSecret = "create-describe-secret"
 )
 
-// startServe runs "fakecloud serve" in process with extra flags and
-// returns its API host (127.0.0.1:port); it stops with the test.
-func startServe(t *testing.T, extra ...string) string {
+// served is "fakecloud serve" running in process (see startServe).
+type served struct {
+	url     *url.URL        // from its endpoint line: http://127.0.0.1:port
+	stderr  *testlog.Buffer // its log
+	cancel  context.CancelFunc
+	done    chan error
+	stopped bool
+}
+
+// startServe runs "fakecloud serve" in process, as other tooling does:
+// on a loopback port, with the access key cdAK and extra flags, and waits
+// for the one stdout line with its endpoint. It stops with the test.
+func startServe(t *testing.T, extra ...string) *served {
 	t.Helper()
 	pr, pw := io.Pipe()
-	stderr := &testlog.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
-	root := newRootCommand(pw, stderr)
+	s := &served{stderr: &testlog.Buffer{}, cancel: cancel, done: make(chan error, 1)}
+	root := newRootCommand(pw, s.stderr)
 	root.SetArgs(append([]string{"serve", "--listen", "127.0.0.1:0",
 		"--access-key-id", cdAK, "--access-key-secret", cdSecret}, extra...))
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx); pw.Close() }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve: %v (stderr: %s)", err, stderr)
-			}
-		case <-time.After(15 * time.Second):
-			t.Error("serve did not stop")
-		}
-	})
+	go func() { s.done <- root.ExecuteContext(ctx); pw.Close() }()
+	t.Cleanup(func() { s.stop(t) })
 	line, err := bufio.NewReader(pr).ReadString('\n')
 	if err != nil {
-		t.Fatalf("no endpoint line: %v (stderr: %s)", err, stderr)
+		t.Fatalf("no endpoint line: %v (stderr: %s)", err, s.stderr)
 	}
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	u, err := url.Parse(strings.TrimSpace(line))
-	if err != nil || u.Host == "" {
+	s.url, err = url.Parse(strings.TrimSpace(line))
+	if err != nil || s.url.Scheme != "http" || !strings.HasPrefix(s.url.Host, "127.0.0.1:") {
 		t.Fatalf("endpoint line %q", line)
 	}
-	return u.Host
+	return s
+}
+
+// stop stops serve and fails the test unless it returns nil within 15 s.
+// Only the first call does anything.
+func (s *served) stop(t *testing.T) {
+	t.Helper()
+	if s.stopped {
+		return
+	}
+	s.stopped = true
+	s.cancel()
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatalf("serve: %v (stderr: %s)", err, s.stderr)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop")
+	}
 }
 
 // createThenDescribeOldSDK creates an ENI with the unmodified
@@ -149,7 +165,7 @@ func createThenDescribeTea(t *testing.T, host string) {
 // consistency window became opt-in, every Describe here answered
 // InvalidEniId.NotFound (or an empty list) for 500 ms.
 func TestServeDefaultCreateThenDescribe(t *testing.T) {
-	host := startServe(t)
+	host := startServe(t).url.Host
 	t.Run("old SDK", func(t *testing.T) { createThenDescribeOldSDK(t, host) })
 	t.Run("Tea SDK", func(t *testing.T) { createThenDescribeTea(t, host) })
 }
@@ -158,23 +174,14 @@ func TestServeDefaultCreateThenDescribe(t *testing.T) {
 // world" prints keeps eventual consistency off, and that serving it (as a
 // user who saved and edited it would) behaves like the default.
 func TestWorldCommandHasNoConsistencyWindow(t *testing.T) {
-	var out bytes.Buffer
-	root := newRootCommand(&out, io.Discard)
-	root.SetArgs([]string{"world"})
-	if err := root.Execute(); err != nil {
-		t.Fatal(err)
+	world, p := savedWorld(t)
+	if !bytes.Contains(world, []byte("consistencyWindow: 0s\n")) {
+		t.Fatalf("the printed world has a consistency window:\n%s", world)
 	}
-	if !strings.Contains(out.String(), "consistencyWindow: 0s\n") {
-		t.Fatalf("the printed world has a consistency window:\n%s", out.String())
+	if !bytes.Contains(world, []byte("throttleCodes:\n    '*': Throttling.User\n")) {
+		t.Fatalf("the printed world does not show the throttling code:\n%s", world)
 	}
-	if !strings.Contains(out.String(), "throttleCodes:\n    '*': Throttling.User\n") {
-		t.Fatalf("the printed world does not show the throttling code:\n%s", out.String())
-	}
-	p := filepath.Join(t.TempDir(), "w.yaml")
-	if err := os.WriteFile(p, out.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	host := startServe(t, "--world", p)
+	host := startServe(t, "--world", p).url.Host
 	createThenDescribeOldSDK(t, host)
 	createThenDescribeTea(t, host)
 }

@@ -1,18 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk"
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
@@ -20,8 +16,6 @@ import (
 
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/internal/noproxy"
-	"github.com/terway-sim/terway/internal/testlog"
-	"github.com/terway-sim/terway/internal/testwait"
 )
 
 func TestMain(m *testing.M) {
@@ -33,41 +27,23 @@ func TestMain(m *testing.M) {
 // the one stdout line with the endpoint, calls the API through the SDK,
 // stops it and checks the state file was written.
 func TestServe(t *testing.T) {
-	dir := t.TempDir()
-	state := filepath.Join(dir, "state.json")
-	pr, pw := io.Pipe()
-	stderr := &testlog.Buffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	root := newRootCommand(pw, stderr)
-	root.SetArgs([]string{"serve", "--listen", "127.0.0.1:0", "--state", state, "--time-scale", "0.01",
-		"--access-key-id", "LTAIcli", "--access-key-secret", "cli-secret", "--admin-token", "tok",
-		"--metadata-listen", "127.0.0.1:0=i-bp1lab0000000000001"})
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx); pw.Close() }()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		t.Fatalf("no endpoint line: %v (stderr: %s)", err, stderr)
-	}
-	go io.Copy(io.Discard, pr)
-	u, err := url.Parse(strings.TrimSpace(line))
-	if err != nil || u.Scheme != "http" || !strings.HasPrefix(u.Host, "127.0.0.1:") {
-		t.Fatalf("endpoint line %q", line)
-	}
+	state := filepath.Join(t.TempDir(), "state.json")
+	s := startServe(t, "--state", state, "--time-scale", "0.01", "--admin-token", "tok",
+		"--metadata-listen", "127.0.0.1:0=i-bp1lab0000000000001")
 	cfg := sdk.NewConfig()
 	cfg.Scheme = "HTTP"
-	c, err := ecs.NewClientWithOptions("cn-hangzhou", cfg, credentials.NewAccessKeyCredential("LTAIcli", "cli-secret"))
+	c, err := ecs.NewClientWithOptions(cdRegion, cfg, credentials.NewAccessKeyCredential(cdAK, cdSecret))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Domain = u.Host
+	c.Domain = s.url.Host
 	req := ecs.CreateCreateNetworkInterfaceRequest()
-	req.VSwitchId, req.SecurityGroupId = "vsw-bp1lab0000000000001", "sg-bp1lab0000000000001"
+	req.VSwitchId, req.SecurityGroupId = cdVSw, cdSG
 	created, err := c.CreateNetworkInterface(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hreq, _ := http.NewRequest(http.MethodGet, u.String()+"/fakecloud/world", nil)
+	hreq, _ := http.NewRequest(http.MethodGet, s.url.String()+"/fakecloud/world", nil)
 	hreq.Header.Set("Authorization", "Bearer tok")
 	resp, err := http.DefaultClient.Do(hreq)
 	if err != nil {
@@ -78,18 +54,10 @@ func TestServe(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(b), created.NetworkInterfaceId) {
 		t.Fatalf("admin world: %d %s", resp.StatusCode, b)
 	}
-	if strings.Contains(stderr.String(), "cli-secret") {
+	if strings.Contains(s.stderr.String(), cdSecret) {
 		t.Fatal("the secret appears in the logs")
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("serve: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("serve did not stop")
-	}
+	s.stop(t)
 	data, err := os.ReadFile(state)
 	if err != nil || !strings.Contains(string(data), created.NetworkInterfaceId) {
 		t.Fatalf("state file lacks the ENI: %v", err)
@@ -136,37 +104,29 @@ func TestHelpDocumentsFlags(t *testing.T) {
 	}
 }
 
+// TestWorldCommandPrintsLoadableWorld: serve loads what world prints.
+// startServe fails the test when serve stops before its endpoint line
+// (as it does when the world does not load) or stops with an error.
 func TestWorldCommandPrintsLoadableWorld(t *testing.T) {
+	_, path := savedWorld(t)
+	startServe(t, "--world", path)
+}
+
+// savedWorld runs "fakecloud world" and saves what it prints to a file,
+// as a user who edits it would; it returns both.
+func savedWorld(t *testing.T) (world []byte, path string) {
+	t.Helper()
 	var out bytes.Buffer
 	root := newRootCommand(&out, io.Discard)
 	root.SetArgs([]string{"world"})
 	if err := root.Execute(); err != nil {
+		t.Fatalf("fakecloud world: %v", err)
+	}
+	path = filepath.Join(t.TempDir(), "w.yaml")
+	if err := os.WriteFile(path, out.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(t.TempDir(), "w.yaml")
-	if err := os.WriteFile(p, out.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	o2, e2 := &testlog.Buffer{}, &testlog.Buffer{}
-	root = newRootCommand(o2, e2)
-	ctx, cancel := context.WithCancel(context.Background())
-	root.SetArgs([]string{"serve", "--listen", "127.0.0.1:0", "--world", p})
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx) }()
-	// serve prints its endpoint line once it is ready; one that fails to
-	// load the world returns before.
-	testwait.Until(t, 10*time.Second, "serve ready (its endpoint line) or stopped", func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("serve stopped before it was ready: %v (%s)", err, e2.String())
-		default:
-		}
-		return strings.HasSuffix(o2.String(), "\n")
-	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("serving the printed world: %v (%s)", err, e2.String())
-	}
+	return out.Bytes(), path
 }
 
 // TestListenersHaveTimeouts: every listener serve opens (API, bound and

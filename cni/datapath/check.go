@@ -7,30 +7,11 @@ package datapath
 // `rule 512 "to 192.168.1.5 lookup main": missing` or
 // `link eth0 in pod: down`.
 func Check(s *Spec) error {
-	if err := s.validate(); err != nil {
-		return err
-	}
 	e, err := openEnv(s, true)
 	if err != nil {
 		return err
 	}
 	defer e.close()
-	var b *built
-	switch s.Kind {
-	case PolicyRoute:
-		b, err = e.checkPolicyRoute()
-	case VPCRoute:
-		b, err = e.checkVPCRoute()
-	case ExclusiveENI:
-		b, err = e.checkExclusiveENI()
-	}
-	if err != nil {
-		return err
-	}
-	for _, o := range b.objects {
-		if err := o.check(); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err = e.walk(kindLinks[s.Kind].check, object.check)
+	return err
 }

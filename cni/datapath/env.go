@@ -36,10 +36,18 @@ type undoStep struct {
 	fn   func() error
 }
 
-// openEnv opens the namespaces of s. With podRequired false a missing or
-// vanished pod namespace, or a namespace file of another kind, leaves
-// env.pod nil instead of failing.
+// openEnv validates s and opens its namespaces. With podRequired (Setup,
+// Check) s must describe a whole datapath; without (teardown) it needs
+// only its kind and names, and a missing or vanished pod namespace, or a
+// namespace file of another kind, leaves env.pod nil instead of failing.
 func openEnv(s *Spec, podRequired bool) (*env, error) {
+	validate := s.validateBase
+	if podRequired {
+		validate = s.validate
+	}
+	if err := validate(); err != nil {
+		return nil, err
+	}
 	e := &env{s: s}
 	var err error
 	if e.hostNS, err = openHostNS(s.HostNetNS); err != nil {

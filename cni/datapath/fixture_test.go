@@ -565,6 +565,27 @@ func (u *setUp) again(t *testing.T, nodeDump, podDump []string) {
 	requireSame(t, "pod after a second Setup", podDump, dump(t, u.ph))
 }
 
+// requireVeth checks what Setup built for a veth kind (PolicyRoute,
+// VPCRoute): the result, the pod's end of the veth, the lines wantNode on
+// the node, the sysctls of the host veth and of hostDevs, Check passing,
+// and a second Setup changing nothing. It returns the node's dump.
+func (u *setUp) requireVeth(t *testing.T, wantNode []string, hostDevs ...string) []string {
+	t.Helper()
+	n, s, ph := u.n, u.s, u.ph
+	hostVeth := n.link(t, n.nl, s.HostVeth)
+	requireResult(t, u.res, s, hostVeth, n.link(t, ph, "eth0"), linkGatewayV4, linkGatewayV6)
+	nodeDump, podDump := dump(t, n.nl), dump(t, ph)
+	requireLines(t, "pod", podDump, wantVethPod(s, hostVeth.Attrs().HardwareAddr.String())...)
+	requireLines(t, "node", nodeDump, wantNode...)
+	requireHostSysctls(t, n, s, append([]string{s.HostVeth}, hostDevs...)...)
+	requirePodSysctls(t, u.pod, s, "eth0")
+	if err := Check(s); err != nil {
+		t.Fatalf("Check after Setup: %v", err)
+	}
+	u.again(t, nodeDump, podDump)
+	return nodeDump
+}
+
 // setUpThenLosePod runs Setup for the first pod of kind on n and removes
 // the pod's namespace, as a runtime that lost it. No handle into it is
 // opened: one would keep the namespace alive.

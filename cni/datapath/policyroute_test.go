@@ -157,20 +157,8 @@ func TestPolicyRoute(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			u := newSetUp(t, PolicyRoute, v.o)
 			n, s, pod, ph := u.n, u.s, u.pod, u.ph
-			hostVeth := n.link(t, n.nl, s.HostVeth)
-			hostMAC := hostVeth.Attrs().HardwareAddr.String()
-			requireResult(t, u.res, s, hostVeth, n.link(t, ph, "eth0"), linkGatewayV4, linkGatewayV6)
 			table := n.eniTable(t)
-			nodeDump, podDump := dump(t, n.nl), dump(t, ph)
-			requireLines(t, "pod", podDump, wantVethPod(s, hostMAC)...)
-			requireLines(t, "node", nodeDump, wantPolicyRouteHost(s, table)...)
-			requireHostSysctls(t, n, s, s.HostVeth, eniName)
-			requirePodSysctls(t, pod, s, "eth0")
-			if err := Check(s); err != nil {
-				t.Fatalf("Check after Setup: %v", err)
-			}
-
-			u.again(t, nodeDump, podDump)
+			u.requireVeth(t, wantPolicyRouteHost(s, table), eniName)
 
 			// Through the node and its ENI to the vSwitch gateway.
 			n.routePod(t, s.IPv4, s.IPv6)

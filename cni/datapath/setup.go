@@ -40,9 +40,6 @@ func (b *built) podLink() netlink.Link {
 // state) and, for ExclusiveENI, returns the ENI to the node. For
 // ExclusiveENI it records the ENI's host name in s.ENIName.
 func Setup(s *Spec) (res *current.Result, err error) {
-	if err := s.validate(); err != nil {
-		return nil, err
-	}
 	e, err := openEnv(s, true)
 	if err != nil {
 		return nil, err
@@ -54,24 +51,34 @@ func Setup(s *Spec) (res *current.Result, err error) {
 			err = fmt.Errorf("set up %s datapath for %s: %w", s.Kind, s.IfName, err)
 		}
 	}()
-	var b *built
-	switch s.Kind {
-	case PolicyRoute:
-		b, err = e.setupPolicyRoute()
-	case VPCRoute:
-		b, err = e.setupVPCRoute()
-	case ExclusiveENI:
-		b, err = e.setupExclusiveENI()
+	b, err := e.walk(kindLinks[s.Kind].setup, object.ensure)
+	if err != nil {
+		return nil, err
 	}
+	return e.result(b)
+}
+
+// kindLinks are, per kind (openEnv refuses any other), how Setup makes a
+// datapath's links and how Check finds them.
+var kindLinks = map[Kind]struct{ setup, check func(*env) (*built, error) }{
+	PolicyRoute:  {(*env).setupPolicyRoute, (*env).checkPolicyRoute},
+	VPCRoute:     {(*env).setupVPCRoute, (*env).checkVPCRoute},
+	ExclusiveENI: {(*env).setupExclusiveENI, (*env).checkExclusiveENI},
+}
+
+// walk gets the datapath's links through links, then passes every object
+// to do (ensure or check), stopping at the first error.
+func (e *env) walk(links func(*env) (*built, error), do func(object) error) (*built, error) {
+	b, err := links(e)
 	if err != nil {
 		return nil, err
 	}
 	for _, o := range b.objects {
-		if err := o.ensure(); err != nil {
+		if err := do(o); err != nil {
 			return nil, err
 		}
 	}
-	return e.result(b)
+	return b, nil
 }
 
 // result describes the built interface the CNI way.

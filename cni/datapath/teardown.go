@@ -33,9 +33,6 @@ func Teardown(s *Spec) error { return teardown(s, false) }
 func TeardownDeferred(s *Spec) error { return teardown(s, true) }
 
 func teardown(s *Spec, retire bool) error {
-	if err := s.validateBase(); err != nil {
-		return err
-	}
 	e, err := openEnv(s, false)
 	if err != nil {
 		return err

@@ -11,18 +11,8 @@ func TestVPCRoute(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			u := newSetUp(t, VPCRoute, v.o)
 			n, s, pod, ph := u.n, u.s, u.pod, u.ph
-			hostVeth := n.link(t, n.nl, s.HostVeth)
-			requireResult(t, u.res, s, hostVeth, n.link(t, ph, "eth0"), linkGatewayV4, linkGatewayV6)
-			nodeDump, podDump := dump(t, n.nl), dump(t, ph)
-			requireLines(t, "pod", podDump, wantVethPod(s, hostVeth.Attrs().HardwareAddr.String())...)
-			requireLines(t, "node", nodeDump, wantVethHost(s)...)
+			nodeDump := u.requireVeth(t, wantVethHost(s))
 			requireNoLine(t, "node", nodeDump, "rule 512 ", "rule 2048 ", fmt.Sprintf("link %s veth up", eniName))
-			requireHostSysctls(t, n, s, s.HostVeth)
-			requirePodSysctls(t, pod, s, "eth0")
-			if err := Check(s); err != nil {
-				t.Fatalf("Check after Setup: %v", err)
-			}
-			u.again(t, nodeDump, podDump)
 
 			// Two pods of the node's podCIDR reach each other through it.
 			s2 := n.spec(VPCRoute, 1, v.o)
