@@ -11,7 +11,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/google/renameio/v2"
+	"github.com/terway-sim/terway/internal/atomicfile"
 )
 
 // WriteJSON writes r to path as indented JSON, atomically (a reader sees
@@ -25,7 +25,7 @@ func WriteJSON(path string, r *Result) error {
 	if err != nil {
 		return fmt.Errorf("write result %s: %w", path, err)
 	}
-	if err := WriteFileAtomic(path, data); err != nil {
+	if err := atomicfile.Write(path, data, 0o644); err != nil {
 		return fmt.Errorf("write result: %w", err)
 	}
 	return nil
@@ -53,29 +53,6 @@ func encodeResult(r *Result) ([]byte, error) {
 		return nil, fmt.Errorf("encode result %s/%s: %w", r.Kind, r.Name, err)
 	}
 	return buf.Bytes(), nil
-}
-
-// WriteFileAtomic writes data to a temporary file next to path, fsyncs
-// it and renames it over path, with mode 0644 whatever the umask (results
-// are meant to be shared), so that an interrupted run never leaves a
-// truncated result or plot behind. Results and plots are written with it.
-func WriteFileAtomic(path string, data []byte) error {
-	// Not renameio.WriteFile: it keeps an existing file's mode. The
-	// temporary file goes next to path, not to os.TempDir, where an
-	// interrupted write is seen and the rename never crosses a mount.
-	f, err := renameio.NewPendingFile(path,
-		renameio.WithTempDir(filepath.Dir(path)), renameio.WithStaticPermissions(0o644))
-	if err != nil {
-		return fmt.Errorf("create temporary file for %s: %w", path, err)
-	}
-	defer func() { _ = f.Cleanup() }() // a no-op once replaced
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write temporary file for %s: %w", path, err)
-	}
-	if err := f.CloseAtomicallyReplace(); err != nil {
-		return fmt.Errorf("replace %s: %w", path, err)
-	}
-	return nil
 }
 
 // ReadResults reads every *.json file directly in dir as a Result and

@@ -40,7 +40,7 @@ func TestJSONRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if strings.Contains(e.Name(), ".tmp-") {
+		if strings.HasPrefix(e.Name(), ".") { // renameio's temporary files are dot files
 			t.Errorf("temporary file %s left behind", e.Name())
 		}
 	}

@@ -10,8 +10,9 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/terway-sim/terway/internal/atomicfile"
 )
 
 // Persistence keeps the world in two files: a JSON snapshot at the state
@@ -342,7 +343,7 @@ func (j *journal) compact(st *state) error {
 	if err != nil {
 		return fmt.Errorf("encode snapshot: %w", err)
 	}
-	if err := writeFileAtomic(j.path, data); err != nil {
+	if err := atomicfile.Write(j.path, data, 0o600); err != nil {
 		return err
 	}
 	if j.f != nil {
@@ -363,32 +364,4 @@ func (j *journal) close(st *state) error {
 		j.f = nil
 	}
 	return err
-}
-
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write snapshot: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write snapshot: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write snapshot: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write snapshot: %w", err)
-	}
-	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/terway-sim/terway/bench"
+	"github.com/terway-sim/terway/internal/atomicfile"
 	"github.com/terway-sim/terway/internal/linechart"
 )
 
@@ -105,7 +106,7 @@ func WritePlots(dir string, rs []*bench.Result) ([]string, error) {
 	paths := make([]string, 0, len(plan))
 	for _, p := range plan {
 		path := filepath.Join(dir, p.file)
-		if err := bench.WriteFileAtomic(path, p.chart.SVG()); err != nil {
+		if err := atomicfile.Write(path, p.chart.SVG(), 0o644); err != nil {
 			return paths, fmt.Errorf("write plot: %w", err)
 		}
 		paths = append(paths, path)
