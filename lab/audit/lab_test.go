@@ -177,15 +177,7 @@ func (e *labEnv) addPod(name string) netip.Addr {
 	if _, err := e.kube.CoreV1().Pods("audit").Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	podNS, err := testnetns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := testnetns.Remove(podNS); err != nil {
-			t.Errorf("remove pod netns: %v", err)
-		}
-	})
+	podNS := testnetns.ForTest(t)
 	exec := plugintest.NSExec{Exec: &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: e.logs}, PluginDecoder: version.PluginDecoder{}},
 		Path: e.ln.NetNSPath()}
 	cni := libcni.NewCNIConfigWithCacheDir([]string{pluginBin}, e.path("cache"), exec)
