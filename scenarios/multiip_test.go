@@ -3,7 +3,8 @@ package scenarios
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -160,7 +161,7 @@ func idlePools(ctx context.Context, tw workload.Terway) (map[string]int, []strin
 			idle[n.Name] = IdleAddresses(mode.ENIMultiIP, world, inst, held[n.Name])
 		}
 	}
-	for _, name := range sortedKeys(idle) {
+	for _, name := range slices.Sorted(maps.Keys(idle)) {
 		if v := idle[name]; v < tw.MinPoolSize || v > tw.MaxPoolSize {
 			bad = append(bad, fmt.Sprintf("%s: %d idle", name, v))
 		}
@@ -194,14 +195,4 @@ func reportText(r *audit.Report) string {
 		return err.Error()
 	}
 	return b.String()
-}
-
-// sortedKeys lists a map's keys in order, for stable messages.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/terway-sim/terway/internal/noproxy"
 	"github.com/terway-sim/terway/internal/testnetns"
 )
 
@@ -47,6 +48,16 @@ func Run(m *testing.M, pkg string, dir *string, linkPrefixes ...string) int {
 	defer cleanup()
 	*dir = d
 	return testnetns.GuardRoot(pkg, m.Run, linkPrefixes...)
+}
+
+// MainWithDaemons is the whole TestMain of packages whose tests also run
+// daemons in process against a fakecloud on loopback, as the lab's do: it
+// clears the proxy variables (noproxy) and silences klog (QuietKlog)
+// before Run, and exits with Run's result.
+func MainWithDaemons(m *testing.M, pkg string, dir *string) {
+	noproxy.Unset()
+	QuietKlog()
+	os.Exit(Run(m, pkg, dir))
 }
 
 // QuietKlog sends klog output nowhere.

@@ -4,13 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"os"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,9 +15,7 @@ import (
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
 	"github.com/containernetworking/cni/libcni"
-	"github.com/containernetworking/cni/pkg/invoke"
 	current "github.com/containernetworking/cni/pkg/types/100"
-	"github.com/containernetworking/cni/pkg/version"
 	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,12 +23,10 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/terway-sim/terway/daemon"
-	"github.com/terway-sim/terway/daemon/dynconfig"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/daemontest"
 	"github.com/terway-sim/terway/internal/fakecloudtest"
-	"github.com/terway-sim/terway/internal/nsexec"
-	"github.com/terway-sim/terway/internal/testlog"
 	"github.com/terway-sim/terway/internal/testnetns"
 	"github.com/terway-sim/terway/internal/testwait"
 	"github.com/terway-sim/terway/lab/fabric"
@@ -56,9 +49,7 @@ type labEnv struct {
 	fabric *fabric.Fabric
 	api    *httptest.Server
 	kube   *fake.Clientset
-	ln     *fabric.Node
-	dir    string
-	logs   *testlog.Buffer
+	ln     *daemontest.Node
 	conn   *grpc.ClientConn
 	// stopDaemon stops node-1's daemon (also at the end of the test).
 	stopDaemon func()
@@ -75,37 +66,22 @@ func newLabEnv(t *testing.T) *labEnv {
 	spec := fakecloud.DefaultSpec()
 	spec.AccessKeys = []fakecloud.AccessKeySpec{{ID: testAK, Secret: testSK}}
 	l := fakecloudtest.StartLab(t, "a", fakecloud.Options{Spec: &spec, Seed: 11, TimeScale: 0.01, AdminToken: adminToken})
-	fc, f, api := l.Cloud, l.Fabric, l.API
-	ln, ok := f.Node(instance1)
-	if !ok {
-		t.Fatalf("no lab node for %s", instance1)
-	}
-	dir, err := os.MkdirTemp("", "audit") // short: unix socket paths ≤ 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName},
 		Spec: corev1.NodeSpec{ProviderID: fakecloud.DefaultRegion + "." + instance1}}
-	e := &labEnv{t: t, cloud: fc, fabric: f, api: api, kube: fake.NewClientset(node), ln: ln, dir: dir, logs: &testlog.Buffer{}}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("daemon and plugin log:\n%s", e.logs.String())
-		}
-	})
+	e := &labEnv{t: t, cloud: l.Cloud, fabric: l.Fabric, api: l.API, kube: fake.NewClientset(node),
+		ln: daemontest.NewNode(t, l.Fabric, instance1)}
 	e.startDaemon()
 	return e
 }
 
-func (e *labEnv) path(p ...string) string { return filepath.Join(append([]string{e.dir}, p...)...) }
+func (e *labEnv) path(p ...string) string { return e.ln.Path(p...) }
 
 // startDaemon runs node-1's daemon with a warm pool of two idle
 // addresses; GC and pool sync are far away so that nothing the tests
 // inject is repaired behind their back.
 func (e *labEnv) startDaemon() {
-	t := e.t
 	bo := map[string]any{"Duration": "5ms", "Factor": 1.2, "Steps": 8}
-	raw, err := json.Marshal(map[string]any{
+	cfg := daemontest.Config(e.t, e.kube, nodeName, map[string]any{
 		"endpoint": e.api.URL, "metadata_endpoint": e.fabric.MetadataEndpoint(),
 		"store_path": e.path("store.db"), "socket_path": e.path("eni.socket"),
 		"max_pool_size": 5, "min_pool_size": 2, "service_cidr": "10.96.0.0/12", "cluster_id": "c-audit",
@@ -115,34 +91,7 @@ func (e *labEnv) startDaemon() {
 			"eni_delete_confirm": bo, "wait_eni_status": bo, "meta_assign_private_ip": bo, "meta_unassign_private_ip": bo,
 			"metadata": bo},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := dynconfig.Load(ctxT(t), e.kube, nodeName, raw, dynconfig.DefaultNamespace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := daemon.New(ctxT(t), daemon.Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: nodeName, Kube: e.kube,
-		StoreNoSync: true, HostNetNS: e.ln.NetNSPath(), HTTPClient: e.ln.HTTPClient(),
-		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
-	if err != nil {
-		t.Fatalf("daemon: %v", err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- d.Serve(context.Background()) }()
-	<-d.Ready()
-	var once sync.Once
-	e.stopDaemon = func() {
-		once.Do(func() {
-			if err := d.Close(); err != nil {
-				t.Errorf("close daemon: %v", err)
-			}
-			if err := <-served; err != nil {
-				t.Errorf("serve: %v", err)
-			}
-		})
-	}
-	t.Cleanup(e.stopDaemon)
+	_, e.stopDaemon = e.ln.Start(e.t, daemon.Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: nodeName, Kube: e.kube})
 }
 
 // input is the audit's view of this lab.
@@ -177,18 +126,8 @@ func (e *labEnv) addPod(name string) netip.Addr {
 	if _, err := e.kube.CoreV1().Pods("audit").Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	podNS, err := testnetns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := testnetns.Remove(podNS); err != nil {
-			t.Errorf("remove pod netns: %v", err)
-		}
-	})
-	exec := nsexec.Exec{Exec: &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: e.logs}, PluginDecoder: version.PluginDecoder{}},
-		Path: e.ln.NetNSPath()}
-	cni := libcni.NewCNIConfigWithCacheDir([]string{pluginBin}, e.path("cache"), exec)
+	podNS := testnetns.ForTest(t)
+	cni := e.ln.CNI(pluginBin)
 	rt := &libcni.RuntimeConf{ContainerID: "c-" + name, NetNS: podNS.Path(), IfName: "eth0", Args: [][2]string{
 		{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "audit"}, {"K8S_POD_NAME", name},
 		{"K8S_POD_INFRA_CONTAINER_ID", "c-" + name}, {"K8S_POD_UID", "uid-" + name}}}

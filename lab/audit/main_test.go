@@ -1,10 +1,8 @@
 package audit
 
 import (
-	"os"
 	"testing"
 
-	"github.com/terway-sim/terway/internal/noproxy"
 	"github.com/terway-sim/terway/internal/plugintest"
 )
 
@@ -13,7 +11,5 @@ import (
 var pluginBin string
 
 func TestMain(m *testing.M) {
-	noproxy.Unset()
-	plugintest.QuietKlog()
-	os.Exit(plugintest.Run(m, "audit", &pluginBin))
+	plugintest.MainWithDaemons(m, "audit", &pluginBin)
 }

@@ -151,14 +151,18 @@ func sortedKeys(m map[string]float64) []string {
 	return keys
 }
 
+// verdict is pass as the writer spells it, or FAIL when the demo failed.
+func (r *Report) verdict(pass string) string {
+	if !r.OK() {
+		return "FAIL"
+	}
+	return pass
+}
+
 // WriteText writes the report for a terminal.
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
-	verdict := "PASS"
-	if !r.OK() {
-		verdict = "FAIL"
-	}
-	fmt.Fprintf(&b, "demo report: %s\n", verdict)
+	fmt.Fprintf(&b, "demo report: %s\n", r.verdict("PASS"))
 	for _, row := range r.rows() {
 		fmt.Fprintf(&b, "  %-34s %s\n", row[0], row[1])
 	}
@@ -175,11 +179,7 @@ func (r *Report) WriteText(w io.Writer) error {
 // WriteMarkdown writes the report as a Markdown table.
 func (r *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
-	verdict := "pass"
-	if !r.OK() {
-		verdict = "FAIL"
-	}
-	fmt.Fprintf(&b, "# terway-lab demo (%s): %s\n\n| figure | value |\n|---|---|\n", r.Mode, verdict)
+	fmt.Fprintf(&b, "# terway-lab demo (%s): %s\n\n| figure | value |\n|---|---|\n", r.Mode, r.verdict("pass"))
 	for _, row := range r.rows() {
 		fmt.Fprintf(&b, "| %s | %s |\n", row[0], strings.ReplaceAll(row[1], "|", "\\|"))
 	}

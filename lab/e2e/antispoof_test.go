@@ -150,16 +150,19 @@ func (n *node) podOnSecondaryIP() (*pod, fakecloud.ENIView) {
 	return nil, fakecloud.ENIView{}
 }
 
-// primaryENI is an instance's primary ENI as the cloud sees it.
+// primaryENI is an instance's primary ENI as the cloud sees it: the one
+// whose primary address its lab node has.
 func (e *env) primaryENI(instance string) fakecloud.ENIView {
 	e.t.Helper()
-	for _, v := range e.cloud.ENIs() {
-		if v.InstanceID == instance && v.Type == fakecloud.ENITypePrimary {
-			return v
-		}
+	ln, ok := e.fabric.Node(instance)
+	if !ok {
+		e.t.Fatalf("no lab node for %s", instance)
 	}
-	e.t.Fatalf("no primary ENI for %s", instance)
-	return fakecloud.ENIView{}
+	v, primary := e.eniOf(ln.PrimaryIP())
+	if !primary || v.Type != fakecloud.ENITypePrimary {
+		e.t.Fatalf("the ENI with %s's address %s is %+v, not its primary ENI", instance, ln.PrimaryIP(), v)
+	}
+	return v
 }
 
 // cloudAPI is a cloud client of the test's own (the real SDK), for changes

@@ -75,106 +75,71 @@ func podRule(h *nlsafe.Handle, p *pod, prio int) (*netlink.Rule, error) {
 
 func host32(a netip.Addr) *net.IPNet { return &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(32, 32)} }
 
+// tamperWith is a tamper that finds one object of the pod's datapath
+// with find, in the namespace in runs it in, and breaks it with change.
+func tamperWith[T any](in func(testing.TB, *pod, func(*nlsafe.Handle) error), find func(*nlsafe.Handle, *pod) (T, error),
+	change func(*nlsafe.Handle, *pod, T) error) func(*testing.T, *pod) {
+	return func(t *testing.T, p *pod) {
+		in(t, p, func(h *nlsafe.Handle) error {
+			obj, err := find(h, p)
+			if err != nil {
+				return err
+			}
+			return change(h, p, obj)
+		})
+	}
+}
+
+func podEth0(h *nlsafe.Handle, _ *pod) (netlink.Link, error) { return h.LinkByName("eth0") }
+
+// ruleAt finds the pod's rule at priority prio.
+func ruleAt(prio int) func(*nlsafe.Handle, *pod) (*netlink.Rule, error) {
+	return func(h *nlsafe.Handle, p *pod) (*netlink.Rule, error) { return podRule(h, p, prio) }
+}
+
+func delRule(h *nlsafe.Handle, _ *pod, r *netlink.Rule) error { return h.RuleDel(r) }
+
+// delFirst deletes the first of the listed objs that match accepts, or
+// returns the listing's error.
+func delFirst[T any](objs []T, listErr error, match func(T) bool, del func(T) error) error {
+	if listErr != nil {
+		return listErr
+	}
+	for _, o := range objs {
+		if match(o) {
+			return del(o)
+		}
+	}
+	return unix.ENOENT
+}
+
 var tampers = []tamper{
-	{"pod address", "address", func(t *testing.T, p *pod) {
-		inPod(t, p, func(h *nlsafe.Handle) error {
-			l, err := h.LinkByName("eth0")
-			if err != nil {
-				return err
-			}
-			return h.AddrDel(l, &netlink.Addr{IPNet: host32(p.ip)})
-		})
-	}},
-	{"host route", "route", func(t *testing.T, p *pod) {
-		inNode(t, p, func(h *nlsafe.Handle) error {
-			l, err := hostVeth(h, p)
-			if err != nil {
-				return err
-			}
-			return h.RouteDel(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: host32(p.ip), Scope: netlink.SCOPE_LINK})
-		})
-	}},
-	{"rule 512", "512", func(t *testing.T, p *pod) {
-		inNode(t, p, func(h *nlsafe.Handle) error {
-			r, err := podRule(h, p, 512)
-			if err != nil {
-				return err
-			}
-			return h.RuleDel(r)
-		})
-	}},
-	{"rule 2048", "2048", func(t *testing.T, p *pod) {
-		inNode(t, p, func(h *nlsafe.Handle) error {
-			r, err := podRule(h, p, 2048)
-			if err != nil {
-				return err
-			}
-			return h.RuleDel(r)
-		})
-	}},
-	{"table default route", "default", func(t *testing.T, p *pod) {
-		inNode(t, p, func(h *nlsafe.Handle) error {
-			r, err := podRule(h, p, 2048)
-			if err != nil {
-				return err
-			}
-			routes, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: r.Table}, netlink.RT_FILTER_TABLE)
-			if err != nil {
-				return err
-			}
-			for _, rt := range routes {
-				if rt.Dst == nil || rt.Dst.IP.IsUnspecified() {
-					return h.RouteDel(&rt)
-				}
-			}
-			return unix.ENOENT
-		})
-	}},
-	{"neighbour", "neigh", func(t *testing.T, p *pod) {
-		inPod(t, p, func(h *nlsafe.Handle) error {
-			l, err := h.LinkByName("eth0")
-			if err != nil {
-				return err
-			}
-			return h.NeighDel(&netlink.Neigh{LinkIndex: l.Attrs().Index, IP: net.ParseIP("169.254.1.1"), Family: netlink.FAMILY_V4})
-		})
-	}},
-	{"MTU", "mtu", func(t *testing.T, p *pod) {
-		inPod(t, p, func(h *nlsafe.Handle) error {
-			l, err := h.LinkByName("eth0")
-			if err != nil {
-				return err
-			}
-			return h.LinkSetMTU(l, 1400)
-		})
-	}},
-	{"link down", "down", func(t *testing.T, p *pod) {
-		inNode(t, p, func(h *nlsafe.Handle) error {
-			l, err := hostVeth(h, p)
-			if err != nil {
-				return err
-			}
-			return h.LinkSetDown(l)
-		})
-	}},
-	{"qdisc", "tbf", func(t *testing.T, p *pod) {
-		inNode(t, p, func(h *nlsafe.Handle) error {
-			l, err := hostVeth(h, p)
-			if err != nil {
-				return err
-			}
-			qs, err := h.QdiscList(l)
-			if err != nil {
-				return err
-			}
-			for _, q := range qs {
-				if q.Type() == "tbf" {
-					return h.QdiscDel(q)
-				}
-			}
-			return unix.ENOENT
-		})
-	}},
+	{"pod address", "address", tamperWith(inPod, podEth0, func(h *nlsafe.Handle, p *pod, l netlink.Link) error {
+		return h.AddrDel(l, &netlink.Addr{IPNet: host32(p.ip)})
+	})},
+	{"host route", "route", tamperWith(inNode, hostVeth, func(h *nlsafe.Handle, p *pod, l netlink.Link) error {
+		return h.RouteDel(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: host32(p.ip), Scope: netlink.SCOPE_LINK})
+	})},
+	{"rule 512", "512", tamperWith(inNode, ruleAt(512), delRule)},
+	{"rule 2048", "2048", tamperWith(inNode, ruleAt(2048), delRule)},
+	{"table default route", "default", tamperWith(inNode, ruleAt(2048), func(h *nlsafe.Handle, _ *pod, r *netlink.Rule) error {
+		routes, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: r.Table}, netlink.RT_FILTER_TABLE)
+		return delFirst(routes, err, func(rt netlink.Route) bool { return rt.Dst == nil || rt.Dst.IP.IsUnspecified() },
+			func(rt netlink.Route) error { return h.RouteDel(&rt) })
+	})},
+	{"neighbour", "neigh", tamperWith(inPod, podEth0, func(h *nlsafe.Handle, _ *pod, l netlink.Link) error {
+		return h.NeighDel(&netlink.Neigh{LinkIndex: l.Attrs().Index, IP: net.ParseIP("169.254.1.1"), Family: netlink.FAMILY_V4})
+	})},
+	{"MTU", "mtu", tamperWith(inPod, podEth0, func(h *nlsafe.Handle, _ *pod, l netlink.Link) error {
+		return h.LinkSetMTU(l, 1400)
+	})},
+	{"link down", "down", tamperWith(inNode, hostVeth, func(h *nlsafe.Handle, _ *pod, l netlink.Link) error {
+		return h.LinkSetDown(l)
+	})},
+	{"qdisc", "tbf", tamperWith(inNode, hostVeth, func(h *nlsafe.Handle, _ *pod, l netlink.Link) error {
+		qs, err := h.QdiscList(l)
+		return delFirst(qs, err, func(q netlink.Qdisc) bool { return q.Type() == "tbf" }, h.QdiscDel)
+	})},
 }
 
 func withBandwidth(p *corev1.Pod) {

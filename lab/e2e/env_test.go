@@ -5,14 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,20 +17,16 @@ import (
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/vpc"
 	"github.com/containernetworking/cni/libcni"
-	"github.com/containernetworking/cni/pkg/invoke"
-	"github.com/containernetworking/cni/pkg/version"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/terway-sim/terway/daemon"
 	"github.com/terway-sim/terway/daemon/config"
-	"github.com/terway-sim/terway/daemon/dynconfig"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/daemontest"
 	"github.com/terway-sim/terway/internal/fakecloudtest"
-	"github.com/terway-sim/terway/internal/nsexec"
-	"github.com/terway-sim/terway/internal/testlog"
 	"github.com/terway-sim/terway/lab/fabric"
 )
 
@@ -79,15 +72,13 @@ type node struct {
 	e       *env
 	name    string
 	id      string
-	ln      *fabric.Node
+	ln      *daemontest.Node
 	kube    *fake.Clientset
-	dir     string
 	mode    mode.Mode
 	podCIDR string
 	vtype   string // eniip_virtual_type
 	d       *daemon.Daemon
 	stop    func()
-	logs    *testlog.Buffer
 }
 
 // nodeOpts adjust a node before its daemon starts.
@@ -113,17 +104,8 @@ func (e *env) nodeFor(id, name string, o nodeOpts) *node {
 	if o.vtype == "" {
 		o.vtype = "Veth"
 	}
-	ln, ok := e.fabric.Node(id)
-	if !ok {
-		t.Fatalf("no lab node for %s", id)
-	}
-	dir, err := os.MkdirTemp("", "e2e") // short: unix socket paths ≤ 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	n := &node{e: e, name: name, id: id, ln: ln, dir: dir, mode: o.mode,
-		podCIDR: o.podCIDR, vtype: o.vtype, logs: &testlog.Buffer{}}
+	n := &node{e: e, name: name, id: id, ln: daemontest.NewNode(t, e.fabric, id), mode: o.mode,
+		podCIDR: o.podCIDR, vtype: o.vtype}
 	k8sNode := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}, Spec: corev1.NodeSpec{PodCIDR: o.podCIDR}}
 	n.kube = fake.NewClientset(k8sNode)
 	for _, d := range []string{n.path("net.d"), n.path("cache"), n.path("state")} {
@@ -136,15 +118,10 @@ func (e *env) nodeFor(id, name string, o nodeOpts) *node {
 		t.Fatal(err)
 	}
 	n.start(o.conf)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("daemon %s log:\n%s", n.name, n.logs.String())
-		}
-	})
 	return n
 }
 
-func (n *node) path(p ...string) string { return filepath.Join(append([]string{n.dir}, p...)...) }
+func (n *node) path(p ...string) string { return n.ln.Path(p...) }
 func (n *node) socket() string          { return n.path("eni.socket") }
 
 // daemonConfig is the node's eni_conf: no AccessKey, so the daemon takes
@@ -171,44 +148,13 @@ func (n *node) daemonConfig(extra map[string]any) *config.Config {
 	for k, v := range extra {
 		c[k] = v
 	}
-	raw, err := json.Marshal(c)
-	if err != nil {
-		n.e.t.Fatal(err)
-	}
-	cfg, err := dynconfig.Load(ctxT(n.e.t), n.kube, n.name, raw, dynconfig.DefaultNamespace)
-	if err != nil {
-		n.e.t.Fatal(err)
-	}
-	return cfg
+	return daemontest.Config(n.e.t, n.kube, n.name, c)
 }
 
 // start runs the node's daemon until the test ends or stop is called.
 func (n *node) start(extra map[string]any) {
-	t := n.e.t
-	t.Helper()
-	o := daemon.Options{Mode: n.mode, Config: n.daemonConfig(extra), NodeName: n.name, Kube: n.kube,
-		StoreNoSync: true, HostNetNS: n.ln.NetNSPath(), HTTPClient: n.ln.HTTPClient(),
-		Logger: slog.New(slog.NewTextHandler(n.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))}
-	d, err := daemon.New(ctxT(t), o)
-	if err != nil {
-		t.Fatalf("daemon on %s: %v", n.name, err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- d.Serve(context.Background()) }()
-	<-d.Ready()
-	var once sync.Once
-	n.d = d
-	n.stop = func() {
-		once.Do(func() {
-			if err := d.Close(); err != nil {
-				t.Errorf("close daemon %s: %v", n.name, err)
-			}
-			if err := <-served; err != nil {
-				t.Errorf("serve %s: %v", n.name, err)
-			}
-		})
-	}
-	t.Cleanup(n.stop)
+	n.e.t.Helper()
+	n.d, n.stop = n.ln.Start(n.e.t, daemon.Options{Mode: n.mode, Config: n.daemonConfig(extra), NodeName: n.name, Kube: n.kube})
 }
 
 // pluginConf is the terway entry of the node's network configuration.
@@ -234,8 +180,7 @@ func (n *node) cni(v string) (*libcni.CNIConfig, *libcni.NetworkConfigList) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exec := nsexec.Exec{Exec: &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: n.logs}, PluginDecoder: version.PluginDecoder{}}, Path: n.ln.NetNSPath()}
-	return libcni.NewCNIConfigWithCacheDir([]string{pluginBin}, n.path("cache"), exec), list
+	return n.ln.CNI(pluginBin), list
 }
 
 // route adds a VPC route entry for a node's podCIDR, as the cloud

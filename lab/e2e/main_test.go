@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"os"
 	"testing"
 
-	"github.com/terway-sim/terway/internal/noproxy"
 	"github.com/terway-sim/terway/internal/plugintest"
 )
 
@@ -12,7 +10,5 @@ import (
 var pluginBin string
 
 func TestMain(m *testing.M) {
-	noproxy.Unset()
-	plugintest.QuietKlog()
-	os.Exit(plugintest.Run(m, "e2e", &pluginBin))
+	plugintest.MainWithDaemons(m, "e2e", &pluginBin)
 }

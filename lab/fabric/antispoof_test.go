@@ -4,11 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 	"testing"
 
-	"github.com/aliyun/alibaba-cloud-sdk-go/sdk"
-	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/vpc"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -168,19 +165,17 @@ func TestSecondaryENIRouting(t *testing.T) {
 	l := newLab(t)
 	a, b := l.node(node1), l.node(node2)
 	e := l.attachENI(node1, vsw1, 1, 0)
-	view, _ := l.cloud.ENI(e.ID)
 	pod := e.IPv4[0]
-	eth := ethName(view.DeviceIndex)
 	h := testnetns.Handle(t, a.NetNSPath())
-	wireENI(t, a, eth, pod, view.Gateway)
-	before := rxPackets(t, h, eth)
+	wireENI(t, a, e.eth, pod, e.view.Gateway)
+	before := rxPackets(t, h, e.eth)
 
 	sa := listen(t, a, "tcp4", ":8081")
 	sb := listen(t, b, "tcp4", ":8081")
 	mustReach(t, b, b.PrimaryIP(), sa, netip.AddrPortFrom(pod, 8081))
 	mustReach(t, a, pod, sb, netip.AddrPortFrom(b.PrimaryIP(), 8081))
-	if after := rxPackets(t, h, eth); after <= before {
-		t.Fatalf("%s received nothing (%d → %d): traffic to %s went elsewhere", eth, before, after, pod)
+	if after := rxPackets(t, h, e.eth); after <= before {
+		t.Fatalf("%s received nothing (%d → %d): traffic to %s went elsewhere", e.eth, before, after, pod)
 	}
 	// The reply leaving through eth0 instead would be dropped: eth0's
 	// port may not send from the ENI's address.
@@ -242,7 +237,8 @@ func TestVPCRouteEntry(t *testing.T) {
 	mustNotReach(t, b, netip.Addr{}, toPod)
 	mustBeSpoofDropped(t, l.f, port, a, podAddr, toB)
 
-	c := vpcClientFrom(t, a, l.f)
+	c := &vpc.Client{}
+	initClientIn(t, &c.Client, a, l.f)
 	req := vpc.CreateCreateRouteEntryRequest()
 	req.RouteTableId, req.DestinationCidrBlock = fakecloud.DefaultRouteTableID, dst.String()
 	req.NextHopType, req.NextHopId = "Instance", node1
@@ -281,20 +277,4 @@ func fabricRoute(h *nlsafe.Handle, dst netip.Prefix, gw netip.Addr, want bool) e
 		return fmt.Errorf("route %s via %s present=%v, want %v (routes %v)", dst, gw, found, want, routes)
 	}
 	return nil
-}
-
-// vpcClientFrom is an old-SDK VPC client that reaches the fabric's API
-// endpoint from inside node n.
-func vpcClientFrom(t *testing.T, n *Node, f *Fabric) *vpc.Client {
-	t.Helper()
-	cfg := sdk.NewConfig()
-	cfg.Scheme = "HTTP"
-	cfg.AutoRetry = false
-	c, err := vpc.NewClientWithOptions(fakecloud.DefaultRegion, cfg, credentials.NewAccessKeyCredential(testAK, testSecret))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Domain = strings.TrimPrefix(f.APIEndpoint(), "http://")
-	c.SetTransport(n.HTTPClient().Transport)
-	return c
 }

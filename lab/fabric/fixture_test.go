@@ -177,9 +177,18 @@ func (l *lab) primaryENI(id string) fakecloud.ENIView {
 	return fakecloud.ENIView{}
 }
 
+// attachedENI is an ENI attachENI attached: as the daemon's cloud client
+// returned it, as the cloud sees it, and the name of its interface in
+// the node.
+type attachedENI struct {
+	cloud.ENI
+	view fakecloud.ENIView
+	eth  string
+}
+
 // attachENI creates an ENI with secondary addresses through the daemon's
 // cloud client (the real SDK) and attaches it to inst.
-func (l *lab) attachENI(inst, vsw string, ipv4, ipv6 int) cloud.ENI {
+func (l *lab) attachENI(inst, vsw string, ipv4, ipv6 int) attachedENI {
 	l.t.Helper()
 	ctx := testCtx(l.t)
 	e, err := l.api.CreateENI(ctx, cloud.CreateENIRequest{IntentKey: "create-" + inst + "-" + vsw + randomName(l.t),
@@ -195,7 +204,8 @@ func (l *lab) attachENI(inst, vsw string, ipv4, ipv6 int) cloud.ENI {
 		l.t.Fatalf("wait for %s InUse: %v", e.ID, err)
 	}
 	l.settle()
-	return e
+	view, _ := l.cloud.ENI(e.ID)
+	return attachedENI{ENI: e, view: view, eth: ethName(view.DeviceIndex)}
 }
 
 // detachENI detaches through the daemon's cloud client and waits.

@@ -117,7 +117,8 @@ func TestCloudEndpointsFromNodes(t *testing.T) {
 		t.Fatalf("unsigned API call: status %d, %+v, %v", resp.StatusCode, apiErr, err)
 	}
 	// Signed, through the unmodified SDK dialling from the node.
-	c := ecsClientFrom(t, n, l.f)
+	c := &ecs.Client{}
+	initClientIn(t, &c.Client, n, l.f)
 	req := ecs.CreateDescribeNetworkInterfacesRequest()
 	req.InstanceId = node1
 	out, err := c.DescribeNetworkInterfaces(req)
@@ -130,20 +131,19 @@ func TestCloudEndpointsFromNodes(t *testing.T) {
 	}
 }
 
-// ecsClientFrom is an old-SDK ECS client that reaches the fabric's API
-// endpoint from inside node n.
-func ecsClientFrom(t *testing.T, n *Node, f *Fabric) *ecs.Client {
+// initClientIn initialises c, the client that an old-SDK service client
+// embeds (ecs.Client, vpc.Client), to reach the fabric's API endpoint
+// from inside node n.
+func initClientIn(t *testing.T, c *sdk.Client, n *Node, f *Fabric) {
 	t.Helper()
 	cfg := sdk.NewConfig()
 	cfg.Scheme = "HTTP"
 	cfg.AutoRetry = false
-	c, err := ecs.NewClientWithOptions(fakecloud.DefaultRegion, cfg, credentials.NewAccessKeyCredential(testAK, testSecret))
-	if err != nil {
+	cfg.Transport = n.HTTPClient().Transport
+	if err := c.InitWithOptions(fakecloud.DefaultRegion, cfg, credentials.NewAccessKeyCredential(testAK, testSecret)); err != nil {
 		t.Fatal(err)
 	}
 	c.Domain = strings.TrimPrefix(f.APIEndpoint(), "http://")
-	c.SetTransport(n.HTTPClient().Transport)
-	return c
 }
 
 // An ENI created and attached through the cloud API appears in the node as
@@ -157,14 +157,13 @@ func TestENIAttachDetach(t *testing.T) {
 	setsBefore := len(nftSets(t, l.f))
 
 	e := l.attachENI(node1, vsw1, 2, 0)
-	view, _ := l.cloud.ENI(e.ID)
-	if view.DeviceIndex < 1 {
-		t.Fatalf("device index %d", view.DeviceIndex)
+	if e.view.DeviceIndex < 1 {
+		t.Fatalf("device index %d", e.view.DeviceIndex)
 	}
 	h := testnetns.Handle(t, l.node(node1).NetNSPath())
-	link, err := h.LinkByName(ethName(view.DeviceIndex))
+	link, err := h.LinkByName(e.eth)
 	if err != nil {
-		t.Fatalf("%s not in node1: %v", ethName(view.DeviceIndex), err)
+		t.Fatalf("%s not in node1: %v", e.eth, err)
 	}
 	if !strings.EqualFold(link.Attrs().HardwareAddr.String(), e.MAC) || link.Attrs().Flags&net.FlagUp != 0 {
 		t.Fatalf("%s: MAC %s flags %v, want %s and down", link.Attrs().Name, link.Attrs().HardwareAddr, link.Attrs().Flags, e.MAC)
@@ -193,9 +192,9 @@ func TestENIAttachDetach(t *testing.T) {
 		t.Fatalf("no static FDB entry for %s", e.MAC)
 	}
 
-	l.detachENI(e, node1)
-	if _, err := h.LinkByName(ethName(view.DeviceIndex)); err == nil {
-		t.Fatalf("%s still in node1 after detach", ethName(view.DeviceIndex))
+	l.detachENI(e.ENI, node1)
+	if _, err := h.LinkByName(e.eth); err == nil {
+		t.Fatalf("%s still in node1 after detach", e.eth)
 	}
 	if l := linkByMAC(t, h, e.MAC); l != nil {
 		t.Fatalf("link %s with the ENI's MAC still in node1", l.Attrs().Name)
@@ -236,7 +235,6 @@ func TestInstanceLifecycle(t *testing.T) {
 	t.Parallel()
 	l := newLab(t)
 	e := l.attachENI(node2, vsw2, 1, 0)
-	view, _ := l.cloud.ENI(e.ID)
 	n := l.node(node2)
 	h := testnetns.Handle(t, n.NetNSPath())
 	fab := testnetns.Handle(t, l.f.NetNSPath())
@@ -258,7 +256,7 @@ func TestInstanceLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.settle()
-	for name, mac := range map[string]string{"eth0": macs[0], ethName(view.DeviceIndex): e.MAC} {
+	for name, mac := range map[string]string{"eth0": macs[0], e.eth: e.MAC} {
 		link, err := h.LinkByName(name)
 		if err != nil || !strings.EqualFold(link.Attrs().HardwareAddr.String(), mac) {
 			t.Fatalf("after start: %s: %v %v, want MAC %s", name, link, err, mac)

@@ -24,8 +24,6 @@ func TestReplugAfterPodNetnsDestroyed(t *testing.T) {
 	l := newLab(t)
 	a, b := l.node(node1), l.node(node2)
 	e := l.attachENI(node1, vsw1, 1, 0)
-	view, _ := l.cloud.ENI(e.ID)
-	eth := ethName(view.DeviceIndex)
 	h := testnetns.Handle(t, a.NetNSPath())
 	fab := testnetns.Handle(t, l.f.NetNSPath())
 	oldPort := portName(t, l.f, e.ID)
@@ -38,12 +36,12 @@ func TestReplugAfterPodNetnsDestroyed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	link, err := h.LinkByName(eth)
+	link, err := h.LinkByName(e.eth)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := h.LinkSetNsFd(link, int(podNS)); err != nil {
-		t.Fatalf("move %s into the pod: %v", eth, err)
+		t.Fatalf("move %s into the pod: %v", e.eth, err)
 	}
 	pod := testnetns.Handle(t, podPath)
 	inPod := linkByMAC(t, pod, e.MAC)
@@ -71,8 +69,8 @@ func TestReplugAfterPodNetnsDestroyed(t *testing.T) {
 		if l == nil {
 			return fmt.Errorf("no link with %s in node1", e.MAC)
 		}
-		if l.Attrs().Name != eth || l.Attrs().Flags&net.FlagUp != 0 {
-			return fmt.Errorf("link %s flags %v, want %s down", l.Attrs().Name, l.Attrs().Flags, eth)
+		if l.Attrs().Name != e.eth || l.Attrs().Flags&net.FlagUp != 0 {
+			return fmt.Errorf("link %s flags %v, want %s down", l.Attrs().Name, l.Attrs().Flags, e.eth)
 		}
 		return nil
 	})
@@ -98,7 +96,7 @@ func TestReplugAfterPodNetnsDestroyed(t *testing.T) {
 	}
 
 	// The ENI works again: node1 uses it for its address.
-	wireENI(t, a, eth, e.IPv4[0], view.Gateway)
+	wireENI(t, a, e.eth, e.IPv4[0], e.view.Gateway)
 	if err := ping(b, e.IPv4[0], 5*time.Second); err != nil {
 		t.Fatalf("ping the re-plugged ENI's address from node2: %v", err)
 	}

@@ -1,7 +1,6 @@
 package hostcheck
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
@@ -34,14 +33,8 @@ func (s *Snapshot) takeCgroups(root string, mounts []mountLine) error {
 // (lexical) order. Directories removed during the walk are skipped.
 func listDirs(top string) ([]string, error) {
 	dirs := []string{}
-	err := filepath.WalkDir(top, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if !d.IsDir() || path == top {
+	err := walkBelow(top, func(path string, d fs.DirEntry) error {
+		if !d.IsDir() {
 			return nil
 		}
 		rel, err := filepath.Rel(top, path)

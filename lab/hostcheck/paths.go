@@ -55,16 +55,7 @@ func listPath(top string) (PathState, error) {
 	}
 	st.Entries = map[string]string{}
 	errFull := errors.New("listing full")
-	err = filepath.WalkDir(top, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if path == top {
-			return nil
-		}
+	err = walkBelow(top, func(path string, d fs.DirEntry) error {
 		if len(st.Entries) >= maxEntries {
 			st.Truncated = true
 			return errFull
@@ -87,6 +78,24 @@ func listPath(top string) (PathState, error) {
 		return PathState{}, err
 	}
 	return st, nil
+}
+
+// walkBelow calls fn, as filepath.WalkDir would, for every entry below
+// top but not for top itself. Entries removed during the walk are
+// skipped: the host changes while a snapshot is taken.
+func walkBelow(top string, fn func(path string, d fs.DirEntry) error) error {
+	return filepath.WalkDir(top, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if path == top {
+			return nil
+		}
+		return fn(path, d)
+	})
 }
 
 func describeEntry(path string, info fs.FileInfo) string {

@@ -45,16 +45,7 @@ var volatileSysctls = map[string]string{
 // value: it is as stable as a value (stable_secret reads EIO while unset).
 func (s *Snapshot) takeSysctls() error {
 	s.Sysctls = map[string]string{}
-	err := filepath.WalkDir(sysctlRoot, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if path == sysctlRoot {
-			return nil
-		}
+	err := walkBelow(sysctlRoot, func(path string, d fs.DirEntry) error {
 		name := sysctlName(strings.TrimPrefix(path, sysctlRoot+"/"))
 		if volatileSysctl(name) {
 			if d.IsDir() {

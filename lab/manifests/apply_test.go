@@ -56,12 +56,22 @@ func testMapper() meta.RESTMapper {
 	return m
 }
 
-func names(steps []step) []string {
-	out := make([]string, len(steps))
-	for i, s := range steps {
-		out[i] = s.String()
+// planIn plans objs with testMapper and checks that the steps come in
+// the order of want.
+func planIn(t *testing.T, objs []*unstructured.Unstructured, want ...string) []step {
+	t.Helper()
+	steps, err := plan(objs, testMapper())
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	got := make([]string, len(steps))
+	for i, s := range steps {
+		got[i] = s.String()
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("order\n%q\nwant\n%q", got, want)
+	}
+	return steps
 }
 
 // TestPlanOrder: Namespaces and CRDs, then the other cluster-scoped
@@ -77,11 +87,7 @@ func TestPlanOrder(t *testing.T) {
 		obj("v1", "ServiceAccount", "kube-system", "terway"),
 		obj("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "podenis.network.alibabacloud.com"),
 	}
-	steps, err := plan(objs, testMapper())
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{
+	steps := planIn(t, objs,
 		"Namespace lab",
 		"CustomResourceDefinition podenis.network.alibabacloud.com",
 		"ClusterRoleBinding terway",
@@ -89,10 +95,7 @@ func TestPlanOrder(t *testing.T) {
 		"DaemonSet kube-system/terway",
 		"ConfigMap default/loose",
 		"ServiceAccount kube-system/terway",
-	}
-	if got := names(steps); !slices.Equal(got, want) {
-		t.Errorf("order\n%q\nwant\n%q", got, want)
-	}
+	)
 	if g := steps[0].gvr; g != (schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}) {
 		t.Errorf("Namespace maps to %v", g)
 	}
@@ -107,11 +110,7 @@ func TestPlanRendered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps, err := plan(objs, testMapper())
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{
+	planIn(t, objs,
 		"ClusterRole terway",
 		"ClusterRoleBinding terway",
 		"ServiceAccount kube-system/terway",
@@ -119,10 +118,7 @@ func TestPlanRendered(t *testing.T) {
 		"RoleBinding kube-system/terway",
 		"ConfigMap kube-system/eni-config",
 		"DaemonSet kube-system/terway",
-	}
-	if got := names(steps); !slices.Equal(got, want) {
-		t.Errorf("order\n%q\nwant\n%q", got, want)
-	}
+	)
 }
 
 // TestPlanUnknownKind names the object the API server does not serve.

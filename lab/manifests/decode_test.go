@@ -2,6 +2,7 @@ package manifests
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -25,6 +26,12 @@ type rendered struct {
 	roleBinding  *rbacv1.RoleBinding
 	serviceAcct  *corev1.ServiceAccount
 	objectsOrder []string
+}
+
+// typed points to the fields of r that hold an object by its type, one
+// per kind the manifests must have.
+func (r *rendered) typed() []any {
+	return []any{&r.daemonSet, &r.configMap, &r.clusterRole, &r.role, &r.crb, &r.roleBinding, &r.serviceAcct}
 }
 
 // decodeStrict decodes every object into the typed struct of its kind,
@@ -54,26 +61,16 @@ func decodeStrict(t *testing.T, objs []*unstructured.Unstructured) *rendered {
 		}
 		r.all[key] = obj
 		r.objectsOrder = append(r.objectsOrder, key)
-		switch o := obj.(type) {
-		case *appsv1.DaemonSet:
-			r.daemonSet = o
-		case *corev1.ConfigMap:
-			r.configMap = o
-		case *rbacv1.ClusterRole:
-			r.clusterRole = o
-		case *rbacv1.Role:
-			r.role = o
-		case *rbacv1.ClusterRoleBinding:
-			r.crb = o
-		case *rbacv1.RoleBinding:
-			r.roleBinding = o
-		case *corev1.ServiceAccount:
-			r.serviceAcct = o
+		for _, slot := range r.typed() {
+			if v := reflect.ValueOf(slot).Elem(); v.Type() == reflect.TypeOf(obj) {
+				v.Set(reflect.ValueOf(obj))
+			}
 		}
 	}
-	if r.daemonSet == nil || r.configMap == nil || r.clusterRole == nil || r.role == nil || r.crb == nil ||
-		r.roleBinding == nil || r.serviceAcct == nil {
-		t.Fatalf("want a DaemonSet, ConfigMap, ServiceAccount, ClusterRole(Binding) and Role(Binding); got %v", r.objectsOrder)
+	for _, slot := range r.typed() {
+		if reflect.ValueOf(slot).Elem().IsNil() {
+			t.Fatalf("no %s among %v", reflect.TypeOf(slot).Elem().Elem().Name(), r.objectsOrder)
+		}
 	}
 	r.checkReferences(t)
 	return r

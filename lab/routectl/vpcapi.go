@@ -37,6 +37,13 @@ type vpcAPI struct {
 	client *vpc.Client
 }
 
+// call makes one call through a's client while holding a.mu.
+func call[Req, Resp any](a *vpcAPI, do func(Req) (Resp, error), req Req) (Resp, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return do(req)
+}
+
 // newVPCAPI builds the SDK client for endpoint ("" = the SDK's endpoint
 // resolution over HTTPS, "http(s)://host[:port]", or a bare HTTPS host)
 // through daemon/cloud, which owns SDK client construction and its mutex.
@@ -53,9 +60,7 @@ func newVPCAPI(endpoint, region, akID, akSecret string) (*vpcAPI, error) {
 func (a *vpcAPI) vpcRouter(vpcID string) (string, error) {
 	req := vpc.CreateDescribeVpcsRequest()
 	req.VpcId = vpcID
-	a.mu.Lock()
-	resp, err := a.client.DescribeVpcs(req)
-	a.mu.Unlock()
+	resp, err := call(a, a.client.DescribeVpcs, req)
 	if err != nil {
 		return "", err
 	}
@@ -75,9 +80,7 @@ func (a *vpcAPI) systemTable(vpcID, vRouterID string) (string, error) {
 	req.RouterType = "VRouter"
 	req.RouteTableType = "System"
 	req.PageSize = requests.NewInteger(50)
-	a.mu.Lock()
-	resp, err := a.client.DescribeRouteTableList(req)
-	a.mu.Unlock()
+	resp, err := call(a, a.client.DescribeRouteTableList, req)
 	if err != nil {
 		return "", err
 	}
@@ -98,9 +101,7 @@ func (a *vpcAPI) entries(table string) ([]routeEntry, error) {
 		req.RouteTableId = table
 		req.MaxResult = requests.NewInteger(100)
 		req.NextToken = token
-		a.mu.Lock()
-		resp, err := a.client.DescribeRouteEntryList(req)
-		a.mu.Unlock()
+		resp, err := call(a, a.client.DescribeRouteEntryList, req)
 		if err != nil {
 			return nil, err
 		}
@@ -142,9 +143,7 @@ func (a *vpcAPI) create(table string, dst netip.Prefix, instanceID, name, token 
 	req.RouteEntryName = name
 	req.Description = "podCIDR of node " + name + " (terway-lab routectl)"
 	req.ClientToken = token
-	a.mu.Lock()
-	resp, err := a.client.CreateRouteEntry(req)
-	a.mu.Unlock()
+	resp, err := call(a, a.client.CreateRouteEntry, req)
 	if err != nil {
 		return "", err
 	}
@@ -157,8 +156,6 @@ func (a *vpcAPI) remove(table string, dst netip.Prefix, hopID string) error {
 	req.RouteTableId = table
 	req.DestinationCidrBlock = dst.String()
 	req.NextHopId = hopID
-	a.mu.Lock()
-	_, err := a.client.DeleteRouteEntry(req)
-	a.mu.Unlock()
+	_, err := call(a, a.client.DeleteRouteEntry, req)
 	return err
 }
