@@ -703,16 +703,7 @@ func (r *schedRun) burst(n int, async bool) {
 		batch = append(batch, p)
 	}
 	r.mu.Unlock()
-	for _, p := range batch {
-		r.calls.Add(1)
-		go func() {
-			defer r.calls.Done()
-			r.add(d, p)
-		}()
-	}
-	if !async {
-		r.calls.Wait()
-	}
+	r.each(batch, async, func(p *schedPod) { r.add(d, p) })
 }
 
 // release deletes up to n running pods at once (the runner's rng picks
@@ -732,11 +723,17 @@ func (r *schedRun) release(n int, async bool) {
 		p.phase = podReleasing
 	}
 	r.mu.Unlock()
-	for _, p := range running {
+	r.each(running, async, func(p *schedPod) { r.del(d, p) })
+}
+
+// each runs fn for every pod at once, as a kubelet's workers would; with
+// async it returns at once and r.calls tracks the calls.
+func (r *schedRun) each(pods []*schedPod, async bool, fn func(*schedPod)) {
+	for _, p := range pods {
 		r.calls.Add(1)
 		go func() {
 			defer r.calls.Done()
-			r.del(d, p)
+			fn(p)
 		}()
 	}
 	if !async {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/terway-sim/terway/internal/atomicfile"
 	"github.com/terway-sim/terway/lab/image"
 )
 
@@ -146,7 +147,7 @@ func imageEntry(img image.Image) (stampEntry, error) {
 // writeArchive writes the archive so that a reader never sees half an
 // image.
 func writeArchive(path string, img image.Image) error {
-	return writeFileAtomic(path, func(f io.Writer) error {
+	return atomicfile.WriteFunc(path, 0o644, func(f io.Writer) error {
 		w := bufio.NewWriterSize(f, 1<<20)
 		if err := image.Write(w, img); err != nil {
 			return err

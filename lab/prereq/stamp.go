@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/terway-sim/terway/internal/atomicfile"
 )
 
 // stamp records, per component or image, the inputs its cached output was
@@ -62,35 +64,10 @@ func writeStamp(path string, s stamp) error {
 	if err != nil {
 		return fmt.Errorf("encode stamp: %w", err)
 	}
-	return writeFileAtomic(path, func(f io.Writer) error {
+	return atomicfile.WriteFunc(path, 0o644, func(f io.Writer) error {
 		_, err := f.Write(append(b, '\n'))
 		return err
 	})
-}
-
-// writeFileAtomic writes a temp file next to path with write and renames
-// it over path, readable by all (CreateTemp makes it 0600).
-func writeFileAtomic(path string, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(f.Name()) // a no-op after the rename
-	if err := write(f); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }
 
 func hashStrings(lines []string) string {
