@@ -383,7 +383,7 @@ func (h *policy) eniPoolConfig() ENIPoolConfig {
 func (p *ENIPool) pauseLeft() time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.pause.Sub(p.clock.Now())
+	return p.createPause.Sub(p.clock.Now())
 }
 
 // The ENI pool creates an ENI per pod; at the instance's ENI limit it
