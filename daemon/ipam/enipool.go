@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"sort"
-	"sync"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -54,35 +53,9 @@ type ENIPoolConfig struct {
 // of VPC mode). The pod's address is the ENI's primary address; the
 // plugin moves the ENI into the pod. Idle ENIs stay attached.
 type ENIPool struct {
-	cfg    ENIPoolConfig
-	cloud  Cloud
-	vsw    VSwitches
-	clock  clock.WithTicker
-	log    *slog.Logger
-	events Events
-	kickc  chan struct{}
-	ops    *ops
-
-	mu       sync.Mutex
-	enis     map[string]*eniRes
-	owners   holdings[*eniRes]
-	waiters  []*waiter
-	creating int
-	pause    time.Time
-	// pauseLimit: the pause is the instance's ENI limit (see
-	// slotsChangedLocked).
-	pauseLimit bool
-	failures   int
-	starved    bool
-	lastChange time.Time
-	seq        uint64
-	// pendingENIs are ENIs this pool's creations made and have not
-	// finished with; strays the unknown ENIs of ours being adopted or
-	// released (strays.go).
-	pendingENIs map[string]bool
-	strays      map[string]bool
-	// syncs counts the completed sync rounds (Stats.Syncs).
-	syncs int
+	// The ENI is both the pool's record and what it hands out.
+	poolCore[*eniRes, *eniRes]
+	cfg ENIPoolConfig
 }
 
 type eniRes struct {
@@ -90,6 +63,10 @@ type eniRes struct {
 	claim
 	releasing bool
 }
+
+func (r *eniRes) podIP() IP            { return r.ip }
+func (r *eniRes) isReleasing() bool    { return r.releasing }
+func (r *eniRes) resources() []*eniRes { return []*eniRes{r} }
 
 // owner is Owner, or Tags without it.
 func (c *ENIPoolConfig) owner() map[string]string {
@@ -121,17 +98,9 @@ func NewENIPool(cfg ENIPoolConfig, cl Cloud, vsw VSwitches, c clock.WithTicker, 
 	if cfg.SyncPeriod <= 0 {
 		cfg.SyncPeriod = 2 * time.Minute
 	}
-	if c == nil {
-		c = clock.RealClock{}
-	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if ev == nil {
-		ev = nopEvents{}
-	}
-	return &ENIPool{cfg: cfg, cloud: cl, vsw: vsw, clock: c, log: log, events: ev, kickc: make(chan struct{}, 1),
-		ops: newOps(), enis: map[string]*eniRes{}, owners: holdings[*eniRes]{}, lastChange: c.Now()}, nil
+	p := &ENIPool{cfg: cfg}
+	p.poolCore = newPoolCore[*eniRes, *eniRes](p, cl, vsw, c, log, ev)
+	return p, nil
 }
 
 func ipFromMeta(m cloud.ENIMeta, v6 []netip.Addr) IP {
@@ -145,39 +114,11 @@ func ipFromMeta(m cloud.ENIMeta, v6 []netip.Addr) IP {
 // Allocate gives owner a whole ENI: the one it holds, the one reserved
 // for it, an idle one, or a new one.
 func (p *ENIPool) Allocate(ctx context.Context, owner string) (IP, error) {
-	p.mu.Lock()
-	if r, ok := p.owners[owner]; ok && !r.releasing {
-		p.owners.take(r, owner)
-		p.mu.Unlock()
-		return r.ip, nil
-	}
-	if r := p.takeIdleLocked(owner); r != nil {
-		p.mu.Unlock()
-		p.kick()
-		return r.ip, nil
-	}
-	w := &waiter{owner: owner, ch: make(chan result, 1)}
-	p.waiters = append(p.waiters, w)
-	p.mu.Unlock()
-	p.kick()
-	select {
-	case r := <-w.ch:
-		return r.ip, r.err
-	case <-ctx.Done():
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		select {
-		case r := <-w.ch:
-			if r.err == nil {
-				p.releaseLocked(owner, time.Time{})
-			}
-		default:
-			w.done = true
-		}
-		return IP{}, fmt.Errorf("allocate an ENI for %s: %w", owner, ctx.Err())
-	}
+	return p.allocate(ctx, owner, "an ENI")
 }
 
+// takeIdleLocked gives owner the ENI reserved for it, else the first idle
+// one in ID order.
 func (p *ENIPool) takeIdleLocked(owner string) *eniRes {
 	now := p.clock.Now()
 	var best *eniRes
@@ -194,12 +135,7 @@ func (p *ENIPool) takeIdleLocked(owner string) *eniRes {
 			best = r
 		}
 	}
-	if best == nil {
-		return nil
-	}
-	p.owners.take(best, owner)
-	p.lastChange = now
-	return best
+	return p.takeLocked(best, owner, now)
 }
 
 func (p *ENIPool) sortedLocked() []*eniRes {
@@ -209,98 +145,6 @@ func (p *ENIPool) sortedLocked() []*eniRes {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ip.ENIID < out[j].ip.ENIID })
 	return out
-}
-
-// Release gives owner's ENI back (idle, still attached), reserved for
-// owner until stickyUntil when that is in the future.
-func (p *ENIPool) Release(owner string, stickyUntil time.Time) {
-	p.mu.Lock()
-	p.releaseLocked(owner, stickyUntil)
-	p.mu.Unlock()
-	p.kick()
-}
-
-func (p *ENIPool) releaseLocked(owner string, stickyUntil time.Time) {
-	r, ok := p.owners[owner]
-	if !ok || r.releasing {
-		return
-	}
-	now := p.clock.Now()
-	p.owners.release(owner, stickyUntil, now)
-	p.lastChange = now
-}
-
-// Holds reports the ENI owner holds or has reserved.
-func (p *ENIPool) Holds(owner string) (IP, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	r, ok := p.owners[owner]
-	if !ok {
-		return IP{}, false
-	}
-	return r.ip, true
-}
-
-// Owners lists who holds or has reserved an ENI.
-func (p *ENIPool) Owners() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.owners.owners()
-}
-
-// Starved reports whether the last creation failed for lack of addresses.
-func (p *ENIPool) Starved() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.starved
-}
-
-// Stats returns the pool's counts (addresses are ENIs here).
-func (p *ENIPool) Stats() Stats {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	st := Stats{ENIs: len(p.enis), Total: len(p.enis), Inflight: p.creating, Waiting: len(p.waiters), Starved: p.starved,
-		Syncs: p.syncs}
-	now := p.clock.Now()
-	for _, r := range p.enis {
-		switch {
-		case r.inUse:
-			st.InUse++
-		case r.owner != "" && now.Before(r.reservedUntil):
-			st.Reserved++
-		case !r.releasing:
-			st.Idle++
-		}
-	}
-	return st
-}
-
-// Addresses lists the pool's ENIs with state and owner.
-func (p *ENIPool) Addresses() []Address {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := p.clock.Now()
-	var out []Address
-	for _, r := range p.sortedLocked() {
-		st := "idle"
-		switch {
-		case r.inUse:
-			st = "inuse"
-		case r.releasing:
-			st = "releasing"
-		case r.owner != "" && now.Before(r.reservedUntil):
-			st = "reserved"
-		}
-		out = append(out, Address{IP: r.ip, State: st, Owner: r.owner})
-	}
-	return out
-}
-
-func (p *ENIPool) kick() {
-	select {
-	case p.kickc <- struct{}{}:
-	default:
-	}
 }
 
 // Run plans on demand and every SyncPeriod until ctx ends, then closes
@@ -313,57 +157,25 @@ func (p *ENIPool) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			p.mu.Lock()
-			for _, w := range p.waiters {
-				if !w.done {
-					w.ch <- result{err: ctx.Err()}
-				}
-			}
-			p.waiters = nil
-			p.mu.Unlock()
+			p.failAll(ctx.Err())
 			return
 		case <-p.kickc:
 			p.plan()
 		case <-t.C():
-			p.sync(ctx)
-			p.plan()
-			p.mu.Lock()
-			p.syncs++
-			p.mu.Unlock()
+			p.syncRound(ctx)
 		}
 	}
 }
 
-// Close cancels the pool's cloud calls in flight and waits until they
-// have returned; the pool starts no new ones. Run closes the pool when it
-// returns; Close is for a pool that never ran. It may be called more
-// than once.
-func (p *ENIPool) Close() { p.ops.stop() }
-
 func (p *ENIPool) plan() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	// Serve waiters from idle ENIs.
-	kept := p.waiters[:0]
-	for _, w := range p.waiters {
-		if w.done {
-			continue
-		}
-		if r := p.takeIdleLocked(w.owner); r != nil {
-			w.ch <- result{ip: r.ip}
-			continue
-		}
-		kept = append(kept, w)
-	}
-	p.waiters = kept
 	now := p.clock.Now()
-	idle := p.idleLocked(now)
-	want := len(p.waiters) + max(0, p.cfg.MinIdle-idle) - p.creating
-	for want > 0 && len(p.enis)+p.creating < p.cfg.MaxENI && !now.Before(p.pause) {
+	idle, want := p.demandLocked(now, p.cfg.MinIdle)
+	for want > 0 && len(p.enis)+p.creating < p.cfg.MaxENI && !now.Before(p.createPause) {
 		p.creating++
 		want--
-		p.seq++
-		key := fmt.Sprintf("eni/%d/%d", now.UnixNano(), p.seq)
+		key := p.nextKey("eni")
 		p.ops.start(func(ctx context.Context) { p.create(ctx, key) })
 	}
 	// Waiters fail only when nothing is on its way: no creation, and no
@@ -404,6 +216,9 @@ func (p *ENIPool) idleLocked(now time.Time) int {
 	return n
 }
 
+// inflightLocked is the ENIs being created: a creation adds one.
+func (p *ENIPool) inflightLocked() int { return p.creating }
+
 func (p *ENIPool) create(ctx context.Context, key string) {
 	var r cloud.ReadyENI
 	var ids []string // the ENI this creation made, while it is in flight
@@ -429,16 +244,16 @@ func (p *ENIPool) create(ctx context.Context, key string) {
 		p.failures++
 		p.starved = cloud.IsExhausted(err) || errors.Is(err, cloud.ErrNoVSwitch)
 		d := min(p.cfg.FailureBackoff<<min(p.failures-1, 6), p.cfg.FailureBackoffCap)
-		p.pauseLimit = cloud.ErrorCode(err) == cloud.CodeENIPerInstanceLimit
-		if p.pauseLimit {
+		p.createPauseHard = cloud.ErrorCode(err) == cloud.CodeENIPerInstanceLimit
+		if p.createPauseHard {
 			d = p.cfg.ENILimitInhibit
 		}
-		p.pause = now.Add(d)
+		p.createPause = now.Add(d)
 		p.events.Warn("AllocResourceFailed", fmt.Sprintf("create an ENI: %v", err))
 		p.kick()
 		return
 	}
-	p.failures, p.starved, p.pauseLimit = 0, false, false
+	p.failures, p.starved, p.createPauseHard = 0, false, false
 	p.enis[r.ID] = &eniRes{ip: ipFromMeta(r.Meta, r.IPv6)}
 	p.lastChange = now
 	p.kick()
@@ -464,42 +279,14 @@ func (p *ENIPool) releaseENILocked(r *eniRes) {
 	})
 }
 
-// slotsChangedLocked lifts a pause for the instance's ENI limit once the
-// ENIs attached to the instance changed (one released, or an unknown one
-// adopted): see MultiIP.slotsChangedLocked.
-func (p *ENIPool) slotsChangedLocked() {
-	if p.pauseLimit {
-		p.pause, p.pauseLimit = time.Time{}, false
-	}
-}
-
 // Restore adopts the secondary ENIs attached to this node that carry the
 // pool's ownership tags (Owner, which includes TagFilter; waiting out attaches in
 // flight, finishing detaches), sweeps our Available orphans and marks the
 // ENIs of holdings in use.
 func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreReport, error) {
 	var rep RestoreReport
-	attached, err := p.cloud.DescribeENIs(ctx, cloud.ENIFilter{InstanceID: p.cloud.InstanceID()})
-	if err != nil {
-		return rep, fmt.Errorf("restore: %w", err)
-	}
-	for _, e := range attached {
-		take, err := restorable(ctx, p.cloud, p.log, p.cfg.owner(), e)
-		if err != nil {
-			return rep, err
-		}
-		if !take {
-			continue
-		}
-		m, err := p.cloud.WaitMetadata(ctx, e.MAC, []netip.Addr{e.PrimaryIP}, e.IPv6)
-		if err != nil {
-			return rep, fmt.Errorf("restore: ENI %s: %w", e.ID, err)
-		}
-		p.mu.Lock()
-		p.enis[e.ID] = &eniRes{ip: ipFromMeta(m, e.IPv6)}
-		p.mu.Unlock()
-		rep.ENIs++
-		rep.Addresses++
+	if err := p.restoreAttached(ctx, p.cfg.owner(), holdings, &rep); err != nil {
+		return rep, err
 	}
 	if len(p.cfg.owner()) > 0 {
 		orphans, err := p.cloud.DescribeENIs(ctx, cloud.ENIFilter{Tags: p.cfg.owner(), Status: cloud.StatusAvailable})
@@ -520,21 +307,21 @@ func (p *ENIPool) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := p.clock.Now()
-	for _, h := range holdings {
-		r := p.enis[h.ENIID]
-		if r == nil {
-			r = p.byAddrLocked(h.IPv4) // a holding rebuilt without its ENI
+	rep.Broken = p.restoreHoldingsLocked(holdings, p.clock.Now(), func(h Holding) *eniRes {
+		if r := p.enis[h.ENIID]; r != nil {
+			return r
 		}
-		if r == nil || r.owner != "" {
-			if !h.Optional {
-				rep.Broken = append(rep.Broken, h)
-			}
-			continue
-		}
-		p.owners.restore(r, h.Owner, h.ReservedUntil, now)
-	}
+		return p.byAddrLocked(h.IPv4) // a holding rebuilt without its ENI
+	})
 	return rep, nil
+}
+
+// addrsOf is e's primary address: the one a pod of the ENI gets.
+func (p *ENIPool) addrsOf(e cloud.ENI) []netip.Addr { return []netip.Addr{e.PrimaryIP} }
+
+// adoptLocked adds e, idle, as metadata shows it.
+func (p *ENIPool) adoptLocked(e cloud.ENI, m cloud.ENIMeta, _ []Holding) {
+	p.enis[e.ID] = &eniRes{ip: ipFromMeta(m, e.IPv6)}
 }
 
 // byAddrLocked finds the ENI whose primary address is v4.

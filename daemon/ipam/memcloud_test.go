@@ -89,6 +89,19 @@ func (m *memCloud) call(ctx context.Context, action string, size int) error {
 	return nil
 }
 
+// callENI is call for an action on the ENI id, which it returns: the
+// cloud answers ENINotFound for an ENI it does not have. It locks m.mu
+// for the caller.
+func (m *memCloud) callENI(ctx context.Context, action, id string, size int) (*cloud.ENI, error) {
+	if err := m.call(ctx, action, size); err != nil {
+		return nil, err
+	}
+	if e := m.enis[id]; e != nil {
+		return e, nil
+	}
+	return nil, apiError(cloud.CodeENINotFound)
+}
+
 func (m *memCloud) count(action string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -198,14 +211,10 @@ func (m *memCloud) ReleaseENI(ctx context.Context, id string) error {
 }
 
 func (m *memCloud) AssignIPv4(ctx context.Context, _ string, meta cloud.ENIMeta, n int) ([]netip.Addr, error) {
-	err := m.call(ctx, "AssignIPv4", n)
+	e, err := m.callENI(ctx, "AssignIPv4", meta.ID, n)
 	defer m.mu.Unlock()
 	if err != nil {
 		return nil, err
-	}
-	e := m.enis[meta.ID]
-	if e == nil {
-		return nil, apiError(cloud.CodeENINotFound)
 	}
 	v4, err := m.addrsLocked(n)
 	if err != nil {
@@ -216,14 +225,10 @@ func (m *memCloud) AssignIPv4(ctx context.Context, _ string, meta cloud.ENIMeta,
 }
 
 func (m *memCloud) AssignIPv6(ctx context.Context, _ string, meta cloud.ENIMeta, n int) ([]netip.Addr, error) {
-	err := m.call(ctx, "AssignIPv6", n)
+	e, err := m.callENI(ctx, "AssignIPv6", meta.ID, n)
 	defer m.mu.Unlock()
 	if err != nil {
 		return nil, err
-	}
-	e := m.enis[meta.ID]
-	if e == nil {
-		return nil, apiError(cloud.CodeENINotFound)
 	}
 	var out []netip.Addr
 	for range n {
@@ -236,39 +241,37 @@ func (m *memCloud) AssignIPv6(ctx context.Context, _ string, meta cloud.ENIMeta,
 }
 
 func (m *memCloud) UnassignIPv4(ctx context.Context, id string, ips []netip.Addr) error {
-	err := m.call(ctx, "UnassignIPv4", len(ips))
-	defer m.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	if e := m.enis[id]; e != nil {
-		e.IPv4 = slices.DeleteFunc(e.IPv4, func(a netip.Addr) bool { return slices.Contains(ips, a) })
-		m.free += len(ips)
-	}
-	return nil
+	return m.unassign(ctx, "UnassignIPv4", id, ips, false)
 }
 
 func (m *memCloud) UnassignIPv6(ctx context.Context, id string, ips []netip.Addr) error {
-	err := m.call(ctx, "UnassignIPv6", len(ips))
+	return m.unassign(ctx, "UnassignIPv6", id, ips, true)
+}
+
+// unassign drops ips from ENI id's IPv4 or (v6) IPv6 addresses: a no-op
+// for an ENI the cloud does not have.
+func (m *memCloud) unassign(ctx context.Context, action, id string, ips []netip.Addr, v6 bool) error {
+	err := m.call(ctx, action, len(ips))
 	defer m.mu.Unlock()
-	if err != nil {
+	e := m.enis[id]
+	if err != nil || e == nil {
 		return err
 	}
-	if e := m.enis[id]; e != nil {
-		e.IPv6 = slices.DeleteFunc(e.IPv6, func(a netip.Addr) bool { return slices.Contains(ips, a) })
+	gone := func(a netip.Addr) bool { return slices.Contains(ips, a) }
+	if v6 {
+		e.IPv6 = slices.DeleteFunc(e.IPv6, gone)
+		return nil
 	}
+	e.IPv4 = slices.DeleteFunc(e.IPv4, gone)
+	m.free += len(ips) // only IPv4 addresses come out of the vSwitch's free count
 	return nil
 }
 
 func (m *memCloud) DescribeENI(ctx context.Context, id string) (cloud.ENI, error) {
-	err := m.call(ctx, "DescribeENI", -1)
+	e, err := m.callENI(ctx, "DescribeENI", id, -1)
 	defer m.mu.Unlock()
 	if err != nil {
 		return cloud.ENI{}, err
-	}
-	e := m.enis[id]
-	if e == nil {
-		return cloud.ENI{}, apiError(cloud.CodeENINotFound)
 	}
 	return copyENI(e), nil
 }

@@ -8,7 +8,6 @@ import (
 	"math"
 	"net/netip"
 	"sort"
-	"sync"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -192,48 +191,20 @@ type Events interface {
 // ENIs, without waiting for the periodic loop. Each ENI has at most one
 // cloud operation in flight, so calls never conflict with each other.
 type MultiIP struct {
-	cfg    MultiIPConfig
-	cloud  Cloud
-	vsw    VSwitches
-	clock  clock.WithTicker
-	log    *slog.Logger
-	events Events
+	poolCore[*eniSlot, *ipSlot]
+	cfg MultiIPConfig
 
-	kickc chan struct{}
-	ops   *ops
-
-	mu      sync.Mutex
-	enis    map[string]*eniSlot
-	owners  holdings[*ipSlot] // owner → the address it holds or has reserved
-	waiters []*waiter
-	// creating counts ENIs being created; inflight the addresses that
-	// calls in flight will add.
-	creating    int
-	inflight    int
-	createPause time.Time
+	// The core's mutex guards the fields below. inflight counts the
+	// addresses that calls in flight will add.
+	inflight int
 	// createGen counts creations started, so that a sweep can tell
 	// whether one began while it looked.
 	createGen uint64
-	// createPauseHard: the pause is the instance's ENI limit, which
-	// waiting a backoff does not cure.
-	createPauseHard bool
-	failures        int
-	lastErr         error
+	lastErr   error
 	// retryAt asks Run to plan again when a transient backoff ends.
 	retryAt     time.Time
-	lastChange  time.Time
 	nextReclaim time.Time
-	seq         uint64
 	orphanSeen  map[netip.Addr]int
-	// starved is set while the cloud answers that the vSwitch is dry.
-	starved bool
-	// syncs counts the completed sync rounds (Stats.Syncs).
-	syncs int
-	// pendingENIs are ENIs this pool's creations made and have not
-	// finished with; strays the unknown ENIs of ours being adopted or
-	// released (strays.go).
-	pendingENIs map[string]bool
-	strays      map[string]bool
 }
 
 type eniSlot struct {
@@ -259,6 +230,17 @@ type ipSlot struct {
 // be reserved).
 func (s *ipSlot) idle() bool { return !s.inUse && !s.releasing }
 
+func (s *ipSlot) isReleasing() bool { return s.releasing }
+
+// podIP is s as a pod gets it: its addresses on its ENI.
+func (s *ipSlot) podIP() IP {
+	e := s.eni
+	return IP{ENIID: e.ID, MAC: e.MAC, IPv4: s.v4, IPv6: s.v6, Gateway4: e.Gateway, Gateway6: e.Gateway6,
+		CIDR4: e.CIDR, CIDR6: e.CIDR6}
+}
+
+func (e *eniSlot) resources() []*ipSlot { return e.ips }
+
 type waiter struct {
 	owner string
 	ch    chan result
@@ -275,68 +257,21 @@ func NewMultiIP(cfg MultiIPConfig, cl Cloud, vsw VSwitches, c clock.WithTicker, 
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	if c == nil {
-		c = clock.RealClock{}
-	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if ev == nil {
-		ev = nopEvents{}
-	}
-	return &MultiIP{cfg: cfg, cloud: cl, vsw: vsw, clock: c, log: log, events: ev,
-		kickc: make(chan struct{}, 1), ops: newOps(), enis: map[string]*eniSlot{}, owners: holdings[*ipSlot]{},
-		orphanSeen: map[netip.Addr]int{}, lastChange: c.Now()}, nil
+	p := &MultiIP{cfg: cfg, orphanSeen: map[netip.Addr]int{}}
+	p.poolCore = newPoolCore[*eniSlot, *ipSlot](p, cl, vsw, c, log, ev)
+	return p, nil
 }
 
 type nopEvents struct{}
 
 func (nopEvents) Warn(string, string) {}
 
-func (p *MultiIP) ipOf(s *ipSlot) IP {
-	e := s.eni
-	return IP{ENIID: e.ID, MAC: e.MAC, IPv4: s.v4, IPv6: s.v6, Gateway4: e.Gateway, Gateway6: e.Gateway6,
-		CIDR4: e.CIDR, CIDR6: e.CIDR6}
-}
-
 // Allocate returns the address of owner ("namespace/name"): the one it
 // already holds (a retried ADD), the one reserved for it (sticky), an
 // idle one, or a new one. A caller that gives up does not lose the
 // address: it lands in the pool.
 func (p *MultiIP) Allocate(ctx context.Context, owner string) (IP, error) {
-	p.mu.Lock()
-	if s, ok := p.owners[owner]; ok && !s.releasing {
-		p.owners.take(s, owner)
-		ip := p.ipOf(s)
-		p.mu.Unlock()
-		return ip, nil
-	}
-	if s := p.takeIdleLocked(owner); s != nil {
-		ip := p.ipOf(s)
-		p.mu.Unlock()
-		p.kick()
-		return ip, nil
-	}
-	w := &waiter{owner: owner, ch: make(chan result, 1)}
-	p.waiters = append(p.waiters, w)
-	p.mu.Unlock()
-	p.kick()
-	select {
-	case r := <-w.ch:
-		return r.ip, r.err
-	case <-ctx.Done():
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		select {
-		case r := <-w.ch: // delivered meanwhile: give it back
-			if r.err == nil {
-				p.releaseLocked(owner, time.Time{})
-			}
-		default:
-			w.done = true
-		}
-		return IP{}, fmt.Errorf("allocate an address for %s: %w", owner, ctx.Err())
-	}
+	return p.allocate(ctx, owner, "an address")
 }
 
 // takeIdleLocked hands owner an idle address: its reservation if it has
@@ -362,44 +297,7 @@ func (p *MultiIP) takeIdleLocked(owner string) *ipSlot {
 			}
 		}
 	}
-	if best == nil {
-		return nil
-	}
-	p.owners.take(best, owner)
-	p.lastChange = now
-	return best
-}
-
-// Release gives owner's address back to the pool. With stickyUntil in the
-// future the address stays reserved for owner until then (StatefulSet
-// pods get their address back). Releasing an owner without an address is
-// a no-op.
-func (p *MultiIP) Release(owner string, stickyUntil time.Time) {
-	p.mu.Lock()
-	p.releaseLocked(owner, stickyUntil)
-	p.mu.Unlock()
-	p.kick()
-}
-
-func (p *MultiIP) releaseLocked(owner string, stickyUntil time.Time) {
-	s, ok := p.owners[owner]
-	if !ok || s.releasing {
-		return
-	}
-	now := p.clock.Now()
-	p.owners.release(owner, stickyUntil, now)
-	p.lastChange = now
-}
-
-// Holds reports the address owner holds or has reserved.
-func (p *MultiIP) Holds(owner string) (IP, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	s, ok := p.owners[owner]
-	if !ok {
-		return IP{}, false
-	}
-	return p.ipOf(s), true
+	return p.takeLocked(best, owner, now)
 }
 
 // Address is one address of the pool with its state ("idle", "inuse",
@@ -408,51 +306,6 @@ type Address struct {
 	IP    IP
 	State string
 	Owner string
-}
-
-// Addresses lists every address the pool holds, ordered by ENI and
-// address.
-func (p *MultiIP) Addresses() []Address {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := p.clock.Now()
-	var out []Address
-	for _, e := range p.enis {
-		for _, s := range e.ips {
-			st := "idle"
-			switch {
-			case s.inUse:
-				st = "inuse"
-			case s.releasing:
-				st = "releasing"
-			case s.reserved(now):
-				st = "reserved"
-			}
-			out = append(out, Address{IP: p.ipOf(s), State: st, Owner: s.owner})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].IP.ENIID != out[j].IP.ENIID {
-			return out[i].IP.ENIID < out[j].IP.ENIID
-		}
-		return out[i].IP.IPv4.Less(out[j].IP.IPv4)
-	})
-	return out
-}
-
-// Owners lists who holds or has reserved an address.
-func (p *MultiIP) Owners() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.owners.owners()
-}
-
-// Starved reports whether the pool's last growth failed because the cloud
-// had no addresses (cleared by the next successful growth).
-func (p *MultiIP) Starved() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.starved
 }
 
 // Stats are the pool's counts.
@@ -465,37 +318,6 @@ type Stats struct {
 	// plan after it) the pool has completed: one that completes after a
 	// moment proves that a whole round ran after it.
 	Syncs int
-}
-
-// Stats returns the current counts.
-func (p *MultiIP) Stats() Stats {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	st := Stats{ENIs: len(p.enis), Inflight: p.inflight, Waiting: len(p.waiters), Starved: p.starved, Syncs: p.syncs}
-	now := p.clock.Now()
-	for _, e := range p.enis {
-		for _, s := range e.ips {
-			st.Total++
-			switch {
-			case s.inUse:
-				st.InUse++
-			case s.releasing:
-			case s.reserved(now):
-				st.Reserved++
-			default:
-				st.Idle++
-			}
-		}
-	}
-	return st
-}
-
-// kick asks the loop to plan now (coalesced).
-func (p *MultiIP) kick() {
-	select {
-	case p.kickc <- struct{}{}:
-	default:
-	}
 }
 
 // Run plans on demand and every SyncPeriod until ctx ends, then closes
@@ -565,36 +387,15 @@ func (p *MultiIP) Run(ctx context.Context) {
 			}
 			p.plan()
 		case <-t.C():
-			p.sync(ctx)
-			p.plan()
-			p.mu.Lock()
-			p.syncs++
-			p.mu.Unlock()
+			p.syncRound(ctx)
 		}
 	}
 }
-
-// Close cancels the pool's cloud calls in flight and waits until they
-// have returned; the pool starts no new ones. The pool's state stays
-// readable. Run closes the pool when it returns; Close is for a pool
-// that never ran. It may be called more than once.
-func (p *MultiIP) Close() { p.ops.stop() }
 
 func (p *MultiIP) hasNewDemand() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.waiters) > p.inflight
-}
-
-func (p *MultiIP) failAll(err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, w := range p.waiters {
-		if !w.done {
-			w.ch <- result{err: err}
-		}
-	}
-	p.waiters = nil
 }
 
 // plan serves waiters from idle addresses and starts the calls that close
@@ -603,10 +404,8 @@ func (p *MultiIP) failAll(err error) {
 func (p *MultiIP) plan() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.serveLocked()
 	now := p.clock.Now()
-	idle := p.idleLocked(now)
-	deficit := len(p.waiters) + max(0, p.cfg.MinIdle-idle) - p.inflight
+	idle, deficit := p.demandLocked(now, p.cfg.MinIdle)
 	if room := p.cfg.Capacity - p.heldLocked() - p.inflight; deficit > room {
 		deficit = room
 	}
@@ -618,26 +417,6 @@ func (p *MultiIP) plan() {
 	if len(p.waiters) == 0 && p.inflight == 0 {
 		p.shrinkLocked(now, idle)
 	}
-}
-
-// serveLocked hands idle addresses to waiters in arrival order.
-func (p *MultiIP) serveLocked() {
-	kept := p.waiters[:0]
-	for _, w := range p.waiters {
-		if w.done {
-			continue
-		}
-		s := p.takeIdleLocked(w.owner)
-		if s == nil {
-			kept = append(kept, w)
-			continue
-		}
-		w.ch <- result{ip: p.ipOf(s)}
-	}
-	for i := len(kept); i < len(p.waiters); i++ {
-		p.waiters[i] = nil
-	}
-	p.waiters = kept
 }
 
 // idleLocked counts idle, unreserved addresses (cooling ones included:
@@ -656,6 +435,9 @@ func (p *MultiIP) idleLocked(now time.Time) int {
 	}
 	return n
 }
+
+// inflightLocked is the addresses that calls in flight will add.
+func (p *MultiIP) inflightLocked() int { return p.inflight }
 
 func (p *MultiIP) heldLocked() int {
 	n := 0
@@ -682,11 +464,6 @@ func (p *MultiIP) sortedENIsLocked() []*eniSlot {
 		return out[i].ID < out[j].ID
 	})
 	return out
-}
-
-func (p *MultiIP) nextKey(kind string) string {
-	p.seq++
-	return fmt.Sprintf("%s/%d/%d", kind, p.clock.Now().UnixNano(), p.seq)
 }
 
 // takeRetry returns and clears the pending retry time.

@@ -397,18 +397,6 @@ func inUse(e *eniSlot, now time.Time) int {
 	return n
 }
 
-// slotsChangedLocked lifts a pause for the instance's ENI limit: the ENIs
-// attached to the instance changed (one released, or an unknown one
-// adopted), so the limit the cloud answered may no longer hold. Unknown
-// ENIs of ours are what makes the pool's count fall short of the cloud's:
-// after the sync released them, waiting out the rest of ENILimitInhibit
-// refused pods on a node with free slots.
-func (p *MultiIP) slotsChangedLocked() {
-	if p.createPauseHard {
-		p.createPause, p.createPauseHard = time.Time{}, false
-	}
-}
-
 func (p *MultiIP) releaseENILocked(e *eniSlot) {
 	e.deleting, e.busy = true, true
 	for _, s := range e.ips {

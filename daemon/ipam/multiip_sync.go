@@ -44,32 +44,8 @@ type RestoreReport struct {
 // deleted: a daemon killed at any point neither leaks nor double-assigns.
 func (p *MultiIP) Restore(ctx context.Context, holdings []Holding) (RestoreReport, error) {
 	var rep RestoreReport
-	me := p.cloud.InstanceID()
-	attached, err := p.cloud.DescribeENIs(ctx, cloud.ENIFilter{InstanceID: me})
-	if err != nil {
-		return rep, fmt.Errorf("restore: %w", err)
-	}
-	for _, e := range attached {
-		take, err := restorable(ctx, p.cloud, p.log, p.cfg.owner(), e)
-		if err != nil {
-			return rep, err
-		}
-		if !take {
-			continue
-		}
-		assigned := append([]netip.Addr{e.PrimaryIP}, e.IPv4...)
-		m, err := p.cloud.WaitMetadata(ctx, e.MAC, assigned, e.IPv6)
-		if err != nil {
-			return rep, fmt.Errorf("restore: ENI %s: %w", e.ID, err)
-		}
-		// The cloud says what is assigned; metadata lags and may still
-		// list addresses that were just unassigned.
-		m.IPv4, m.IPv6 = assigned, e.IPv6
-		p.mu.Lock()
-		p.addENILocked(m, pairV6(m.IPv4, e.IPv6, holdings))
-		p.mu.Unlock()
-		rep.ENIs++
-		rep.Addresses += len(m.IPv4)
+	if err := p.restoreAttached(ctx, p.cfg.owner(), holdings, &rep); err != nil {
+		return rep, err
 	}
 	swept, err := p.sweep(ctx)
 	rep.Swept = swept
@@ -79,21 +55,28 @@ func (p *MultiIP) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.clock.Now()
-	for _, h := range holdings {
-		s := p.findLocked(h.ENIID, h.IPv4)
-		if s == nil {
-			s = p.findAddrLocked(h.IPv4) // a holding rebuilt without its ENI
+	rep.Broken = p.restoreHoldingsLocked(holdings, now, func(h Holding) *ipSlot {
+		if s := p.findLocked(h.ENIID, h.IPv4); s != nil {
+			return s
 		}
-		if s == nil || s.owner != "" {
-			if !h.Optional {
-				rep.Broken = append(rep.Broken, h)
-			}
-			continue
-		}
-		p.owners.restore(s, h.Owner, h.ReservedUntil, now)
-	}
+		return p.findAddrLocked(h.IPv4) // a holding rebuilt without its ENI
+	})
 	p.lastChange = now
 	return rep, nil
+}
+
+// addrsOf lists e's IPv4 addresses, its primary first: all are pods'.
+func (p *MultiIP) addrsOf(e cloud.ENI) []netip.Addr {
+	return append([]netip.Addr{e.PrimaryIP}, e.IPv4...)
+}
+
+// adoptLocked adds e with its addresses idle: those the cloud says are
+// assigned (metadata lags and may still list addresses that were just
+// unassigned), each IPv6 address paired with the IPv4 one of holdings
+// again, the rest in order.
+func (p *MultiIP) adoptLocked(e cloud.ENI, m cloud.ENIMeta, holdings []Holding) {
+	m.IPv4, m.IPv6 = p.addrsOf(e), e.IPv6
+	p.addENILocked(m, pairV6(m.IPv4, e.IPv6, holdings))
 }
 
 // pairV6 orders the ENI's IPv6 addresses so that those of holdings pair
@@ -195,7 +178,9 @@ func (p *MultiIP) findLocked(eniID string, v4 netip.Addr) *ipSlot {
 // ENIs of ours attached to the node that the pool does not know are
 // adopted or released (strays.go).
 func (p *MultiIP) sync(ctx context.Context) {
-	p.syncStrays(ctx)
+	if err := p.syncStrays(ctx, p.cfg.owner()); err != nil {
+		p.log.Warn("pool sync", "err", err)
+	}
 	macs, err := p.cloud.MACs(ctx)
 	if err != nil {
 		p.log.Warn("pool sync: metadata", "err", err)

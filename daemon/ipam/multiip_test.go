@@ -162,19 +162,55 @@ func noDuplicates(t *testing.T, got map[string]IP) {
 	}
 }
 
+// checkSplit checks what allocateMany returned: distinct addresses for
+// ok pods, and failed refusals, each with want.
+func checkSplit(t *testing.T, got map[string]IP, errs []error, ok, failed int, want error) {
+	t.Helper()
+	noDuplicates(t, got)
+	if len(got) != ok || len(errs) != failed {
+		t.Fatalf("%d allocated, %d failed; want %d and %d", len(got), len(errs), ok, failed)
+	}
+	for _, err := range errs {
+		if !errors.Is(err, want) {
+			t.Fatalf("a refused allocation failed with %v, want %v", err, want)
+		}
+	}
+}
+
+// mustAllocate allocates owner's address in p or fails the test.
+func mustAllocate(t *testing.T, p *MultiIP, owner string) IP {
+	t.Helper()
+	ip, err := p.Allocate(ctxT(t), owner)
+	if err != nil {
+		t.Fatalf("allocate for %s: %v", owner, err)
+	}
+	return ip
+}
+
+// allocateHeldAtAttach starts owner's allocation in p with the attach of
+// the ENI it creates paused at step (fakecloud.StepBefore: the ENI is
+// Available and tagged; StepAfter: attached, the answer held) and returns
+// once the attach is held: the fault to remove, and the allocation's
+// error when it ends.
+func (e *env) allocateHeldAtAttach(p *MultiIP, owner, step string) (string, <-chan error) {
+	e.t.Helper()
+	hold, err := e.cloud.AddFault(fakecloud.Fault{Kind: fakecloud.FaultPause, Action: "AttachNetworkInterface", Step: step})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := p.Allocate(ctxT(e.t), owner); done <- err }()
+	if err := e.cloud.WaitHeld(ctxT(e.t), hold, 1); err != nil {
+		e.t.Fatal(err)
+	}
+	return hold, done
+}
+
 func TestBurstAboveCapacity(t *testing.T) {
 	e := newEnv(t, nil)
 	p, _ := e.start()
 	got, errs := allocateMany(t, p, "default", 55) // capacity 45
-	noDuplicates(t, got)
-	if len(got) != 45 || len(errs) != 10 {
-		t.Fatalf("%d allocated, %d failed; want 45 and 10", len(got), len(errs))
-	}
-	for _, err := range errs {
-		if !errors.Is(err, ErrNoCapacity) {
-			t.Fatalf("excess request failed with %v, want ErrNoCapacity", err)
-		}
-	}
+	checkSplit(t, got, errs, 45, 10, ErrNoCapacity)
 	// Every address a pod got is assigned to our ENI in the cloud.
 	ca := e.cloudAddrs()
 	for owner, ip := range got {
@@ -217,10 +253,7 @@ func TestWarmUpAndShrink(t *testing.T) {
 func TestStickyReservation(t *testing.T) {
 	e := newEnv(t, nil)
 	p, _ := e.start()
-	a, err := p.Allocate(ctxT(t), "db/web-0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := mustAllocate(t, p, "db/web-0")
 	p.Release("db/web-0", time.Now().Add(time.Hour))
 	other, err := p.Allocate(ctxT(t), "db/other")
 	if err != nil || other.IPv4 == a.IPv4 {
@@ -240,10 +273,7 @@ func TestStickyReservation(t *testing.T) {
 func TestIdempotentAllocate(t *testing.T) {
 	e := newEnv(t, nil)
 	p, _ := e.start()
-	a, err := p.Allocate(ctxT(t), "ns/a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := mustAllocate(t, p, "ns/a")
 	b, err := p.Allocate(ctxT(t), "ns/a")
 	if err != nil || a != b {
 		t.Fatalf("retried allocation got %v, first %v", b, a)
@@ -256,15 +286,7 @@ func TestExhaustionAndRecovery(t *testing.T) {
 	})
 	p, _ := e.start()
 	got, errs := allocateMany(t, p, "a", 30)
-	noDuplicates(t, got)
-	if len(got) != 27 || len(errs) != 3 {
-		t.Fatalf("%d allocated, %d failed; want 27 and 3", len(got), len(errs))
-	}
-	for _, err := range errs {
-		if !errors.Is(err, ErrInsufficientIPs) {
-			t.Fatalf("dry vSwitch error: %v", err)
-		}
-	}
+	checkSplit(t, got, errs, 27, 3, ErrInsufficientIPs)
 	// Five pods that got an address go away; new pods get addresses
 	// again without a restart.
 	released := 0
@@ -334,10 +356,7 @@ func TestRestoreAdoptsAndSweeps(t *testing.T) {
 			t.Fatalf("%s lost its address after restore", owner)
 		}
 	}
-	n, err := p2.Allocate(ctxT(t), "r/new")
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := mustAllocate(t, p2, "r/new")
 	for _, ip := range got {
 		if ip.IPv4 == n.IPv4 {
 			t.Fatalf("restored pool handed out %s twice", n.IPv4)
@@ -411,15 +430,7 @@ func TestTransientFailuresDelayPersistentFail(t *testing.T) {
 func TestSweepSparesENIsBeingCreated(t *testing.T) {
 	e := newEnv(t, nil)
 	p, _ := e.start()
-	hold, err := e.cloud.AddFault(fakecloud.Fault{Kind: fakecloud.FaultPause, Action: "AttachNetworkInterface", Step: fakecloud.StepBefore})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { _, err := p.Allocate(ctxT(t), "s/pod"); done <- err }()
-	if err := e.cloud.WaitHeld(ctxT(t), hold, 1); err != nil {
-		t.Fatal(err)
-	}
+	hold, done := e.allocateHeldAtAttach(p, "s/pod", fakecloud.StepBefore)
 	visible := func() bool { // past the API's consistency window
 		l, err := e.node.API.DescribeENIs(ctxT(t), cloud.ENIFilter{Tags: e.cfg.Tags, Status: cloud.StatusAvailable})
 		return err == nil && len(l) == 1

@@ -24,6 +24,38 @@ func held(owner string, e cloud.ENI, i int) Holding {
 	return Holding{Owner: owner, ENIID: e.ID, IPv4: a}
 }
 
+// seededMultiIP builds a pool over one ENI of ours whose primary address
+// ns/seed holds (the pool has an ENI to assign to, and none idle).
+func (h *policy) seededMultiIP(cfg MultiIPConfig) *MultiIP {
+	h.t.Helper()
+	e := h.cloud.addENI(h.t, 1)
+	return h.multiIP(cfg, held("ns/seed", e, 0))
+}
+
+// checkLimitPauseLifted runs pods b, c and d against a running pool p at
+// the instance's ENI limit, with created ENIs made before: b fails with
+// the limit, c meets the pause without a creation, and once holders
+// release their ENI's addresses and the pool gives the ENI back, d gets
+// an ENI at once (the clock does not move).
+func (h *policy) checkLimitPauseLifted(p Pool, created int, holders ...string) {
+	h.t.Helper()
+	if err := h.allocateErr(p.Allocate, "ns/b"); !errors.Is(err, ErrInsufficientIPs) {
+		h.t.Fatalf("got %v, want ErrInsufficientIPs", err)
+	}
+	h.allocateErr(p.Allocate, "ns/c")
+	if n := h.cloud.count("AllocateENI"); n != created+1 {
+		h.t.Fatalf("%d creations, want %d (then a pause)", n, created+1)
+	}
+	for _, o := range holders {
+		p.Release(o, time.Time{})
+	}
+	h.until("the idle ENI to be released", func() bool { return h.cloud.count("ReleaseENI") == 1 && p.Stats().ENIs == 0 })
+	h.mustAllocate(p.Allocate, "ns/d")
+	if n := h.cloud.count("AllocateENI"); n != created+2 {
+		h.t.Fatalf("%d creations, want %d", n, created+2)
+	}
+}
+
 func (p *MultiIP) failureCount() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -99,8 +131,7 @@ func TestPolicyAssignCarriesAtMostTen(t *testing.T) {
 	h := newPolicy(t)
 	cfg := h.multiIPConfig()
 	cfg.IPsPerENI, cfg.MaxIdle = 30, 30
-	e := h.cloud.addENI(t, 1)
-	p := h.multiIP(cfg, held("ns/seed", e, 0))
+	p := h.seededMultiIP(cfg)
 	var got []<-chan alloc
 	for i := range 24 {
 		got = append(got, allocAsync(p.Allocate, fmt.Sprintf("ns/p%d", i)))
@@ -125,8 +156,7 @@ func TestPolicyAssignCarriesAtMostTen(t *testing.T) {
 func TestPolicyExhaustedVSwitchInhibitsTheENI(t *testing.T) {
 	h := newPolicy(t)
 	cfg := h.multiIPConfig()
-	e := h.cloud.addENI(t, 1)
-	p := h.multiIP(cfg, held("ns/seed", e, 0))
+	p := h.seededMultiIP(cfg)
 	h.cloud.set(func(m *memCloud) { m.free = 0 })
 	h.run(p.Run)
 	if err := h.allocateErr(p.Allocate, "ns/a"); !errors.Is(err, ErrInsufficientIPs) {
@@ -152,9 +182,7 @@ func TestPolicyExhaustedVSwitchInhibitsTheENI(t *testing.T) {
 // A vSwitch that cannot give the whole batch gives what it has left.
 func TestPolicyExhaustedTakesWhatIsLeft(t *testing.T) {
 	h := newPolicy(t)
-	cfg := h.multiIPConfig()
-	e := h.cloud.addENI(t, 1)
-	p := h.multiIP(cfg, held("ns/seed", e, 0))
+	p := h.seededMultiIP(h.multiIPConfig())
 	h.cloud.set(func(m *memCloud) { m.free = 3 })
 	var got []<-chan alloc
 	for i := range 5 {
@@ -191,20 +219,7 @@ func TestPolicyENILimitPauseLiftedWhenSlotsChange(t *testing.T) {
 	h.cloud.set(func(m *memCloud) { m.eniLimit = 1 })
 	p := h.multiIP(cfg, held("ns/a1", e, 0), held("ns/a2", e, 1))
 	h.run(p.Run)
-	if err := h.allocateErr(p.Allocate, "ns/b"); !errors.Is(err, ErrInsufficientIPs) {
-		t.Fatalf("got %v, want ErrInsufficientIPs", err)
-	}
-	h.allocateErr(p.Allocate, "ns/c")
-	if n := h.cloud.count("AllocateENI"); n != 1 {
-		t.Fatalf("%d creations, want 1 (then a pause)", n)
-	}
-	p.Release("ns/a1", time.Time{})
-	p.Release("ns/a2", time.Time{})
-	h.until("the idle ENI to be released", func() bool { return h.cloud.count("ReleaseENI") == 1 && p.Stats().ENIs == 0 })
-	h.mustAllocate(p.Allocate, "ns/d") // the clock has not moved
-	if n := h.cloud.count("AllocateENI"); n != 2 {
-		t.Fatalf("%d creations, want 2", n)
-	}
+	h.checkLimitPauseLifted(p, 0, "ns/a1", "ns/a2")
 }
 
 // Consecutive failures double the pause, up to FailureBackoffCap; after
@@ -383,7 +398,7 @@ func (h *policy) eniPoolConfig() ENIPoolConfig {
 func (p *ENIPool) pauseLeft() time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.pause.Sub(p.clock.Now())
+	return p.createPause.Sub(p.clock.Now())
 }
 
 // The ENI pool creates an ENI per pod; at the instance's ENI limit it
@@ -394,19 +409,7 @@ func TestPolicyENIPoolPausesAtTheInstanceLimit(t *testing.T) {
 	p := h.eniPool(h.eniPoolConfig())
 	h.run(p.Run)
 	h.mustAllocate(p.Allocate, "ns/a")
-	if err := h.allocateErr(p.Allocate, "ns/b"); !errors.Is(err, ErrInsufficientIPs) {
-		t.Fatalf("got %v, want ErrInsufficientIPs", err)
-	}
-	h.allocateErr(p.Allocate, "ns/c")
-	if n := h.cloud.count("AllocateENI"); n != 2 {
-		t.Fatalf("%d creations, want 2 (then a pause)", n)
-	}
-	p.Release("ns/a", time.Time{})
-	h.until("the idle ENI to be released", func() bool { return h.cloud.count("ReleaseENI") == 1 && p.Stats().ENIs == 0 })
-	h.mustAllocate(p.Allocate, "ns/d") // the clock has not moved
-	if n := h.cloud.count("AllocateENI"); n != 3 {
-		t.Fatalf("%d creations, want 3", n)
-	}
+	h.checkLimitPauseLifted(p, 1, "ns/a")
 }
 
 // After a failed creation the ENI pool pauses FailureBackoff, doubling.

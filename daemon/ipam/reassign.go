@@ -5,28 +5,19 @@ package ipam
 // pod a record names is gone but the address is still configured for
 // another (a stale record restored from an older store).
 
-// Reassign moves from's address to to, in use. It reports false when from
-// holds nothing or to already holds an address.
-func (p *MultiIP) Reassign(from, to string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if s, ok := p.owners[from]; ok && s.releasing {
+// Reassign moves from's resource to to, in use. It reports false when
+// from holds nothing (or what it held is being given back) or to already
+// holds something.
+func (c *poolCore[E, R]) Reassign(from, to string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.owners[from]; ok && r.isReleasing() {
 		return false
 	}
-	return p.owners.reassign(from, to)
+	return c.owners.reassign(from, to)
 }
 
-// Reassign moves from's ENI to to, in use (see MultiIP.Reassign).
-func (p *ENIPool) Reassign(from, to string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if r, ok := p.owners[from]; ok && r.releasing {
-		return false
-	}
-	return p.owners.reassign(from, to)
-}
-
-// Reassign moves from's address to to, in use (see MultiIP.Reassign).
+// Reassign moves from's address to to, in use (see poolCore.Reassign).
 func (p *PodCIDR) Reassign(from, to string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"sort"
 
 	"github.com/terway-sim/terway/daemon/cloud"
@@ -121,46 +120,127 @@ func forgetPending(pending map[string]bool, ids []string) {
 	}
 }
 
-// --- MultiIP ---
+// --- Both pools (poolCore) ---
 
-// syncStrays starts adopting or releasing the strays the cloud shows.
-func (p *MultiIP) syncStrays(ctx context.Context) {
-	if len(p.cfg.owner()) == 0 {
-		return
-	}
-	p.mu.Lock()
-	before := p.knownIDsLocked()
-	p.mu.Unlock()
-	enis, err := strayCandidates(ctx, p.cloud, p.cfg.owner())
+// restoreAttached takes in the ENIs of ours attached to this node that
+// restorable settles, once metadata shows them, and counts them in rep.
+func (c *poolCore[E, R]) restoreAttached(ctx context.Context, owner map[string]string, holdings []Holding, rep *RestoreReport) error {
+	attached, err := c.cloud.DescribeENIs(ctx, cloud.ENIFilter{InstanceID: c.cloud.InstanceID()})
 	if err != nil {
-		p.log.Warn("pool sync", "err", err)
-		return
+		return fmt.Errorf("restore: %w", err)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, e := range enis {
-		if before[e.ID] || p.enis[e.ID] != nil || p.pendingENIs[e.ID] || p.strays[e.ID] {
+	for _, e := range attached {
+		take, err := restorable(ctx, c.cloud, c.log, owner, e)
+		if err != nil {
+			return err
+		}
+		if !take {
 			continue
 		}
-		if p.strays == nil {
-			p.strays = map[string]bool{}
+		addrs := c.pol.addrsOf(e)
+		m, err := c.cloud.WaitMetadata(ctx, e.MAC, addrs, e.IPv6)
+		if err != nil {
+			return fmt.Errorf("restore: ENI %s: %w", e.ID, err)
 		}
-		p.strays[e.ID] = true
-		p.log.Warn("found an ENI of ours attached to this node that the pool does not know", "eni", e.ID, "status", e.Status)
-		p.ops.start(func(ctx context.Context) { p.takeStray(ctx, e) })
+		c.mu.Lock()
+		c.pol.adoptLocked(e, m, holdings)
+		c.mu.Unlock()
+		rep.ENIs++
+		rep.Addresses += len(addrs)
 	}
+	return nil
 }
 
-func (p *MultiIP) knownIDsLocked() map[string]bool {
-	out := make(map[string]bool, len(p.enis)+len(p.pendingENIs))
-	for id := range p.enis {
+// syncStrays starts adopting or releasing the strays of the ENIs that
+// carry owner (the pool's ownership tags) the cloud shows.
+func (c *poolCore[E, R]) syncStrays(ctx context.Context, owner map[string]string) error {
+	if len(owner) == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	before := c.knownIDsLocked()
+	c.mu.Unlock()
+	enis, err := strayCandidates(ctx, c.cloud, owner)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range enis {
+		if _, known := c.enis[e.ID]; before[e.ID] || known || c.pendingENIs[e.ID] || c.strays[e.ID] {
+			continue
+		}
+		if c.strays == nil {
+			c.strays = map[string]bool{}
+		}
+		c.strays[e.ID] = true
+		c.log.Warn("found an ENI of ours attached to this node that the pool does not know", "eni", e.ID, "status", e.Status)
+		c.ops.start(func(ctx context.Context) { c.takeStray(ctx, e) })
+	}
+	return nil
+}
+
+func (c *poolCore[E, R]) knownIDsLocked() map[string]bool {
+	out := make(map[string]bool, len(c.enis)+len(c.pendingENIs))
+	for id := range c.enis {
 		out[id] = true
 	}
-	for id := range p.pendingENIs {
+	for id := range c.pendingENIs {
 		out[id] = true
 	}
 	return out
 }
+
+// takeStray adopts the stray e when the pool wants it, else releases it.
+func (c *poolCore[E, R]) takeStray(ctx context.Context, e cloud.ENI) {
+	defer func() {
+		c.mu.Lock()
+		delete(c.strays, e.ID)
+		c.mu.Unlock()
+	}()
+	e, ok, err := settleStray(ctx, c.cloud, e)
+	if err != nil {
+		c.log.Warn("unknown ENI of ours: waiting for its attach to end failed; next sync retries", "eni", e.ID, "err", err)
+		return
+	}
+	if !ok {
+		return
+	}
+	addrs := c.pol.addrsOf(e)
+	c.mu.Lock()
+	wanted := c.pol.strayWantedLocked(len(addrs))
+	c.mu.Unlock()
+	if wanted {
+		m, err := c.cloud.WaitMetadata(ctx, e.MAC, addrs, e.IPv6)
+		if err != nil {
+			c.log.Warn("unknown ENI of ours is InUse but metadata does not show it; next sync retries", "eni", e.ID, "err", err)
+			return
+		}
+		c.mu.Lock()
+		if _, known := c.enis[e.ID]; !known && c.pol.strayWantedLocked(len(addrs)) {
+			c.pol.adoptLocked(e, m, nil)
+			c.lastChange = c.clock.Now()
+			c.slotsChangedLocked()
+			c.mu.Unlock()
+			c.log.Warn("adopted an unknown ENI of ours", "eni", e.ID, "addresses", len(addrs))
+			c.kick()
+			return
+		}
+		c.mu.Unlock()
+	}
+	if err := c.cloud.ReleaseENI(ctx, e.ID); err != nil {
+		c.events.Warn("DisposeResourceFailed", fmt.Sprintf("release unknown ENI %s: %v", e.ID, err))
+		return
+	}
+	c.mu.Lock()
+	c.vsw.Released(e.VSwitchID)
+	c.slotsChangedLocked()
+	c.mu.Unlock()
+	c.log.Warn("released an unknown ENI of ours the pool has no use for", "eni", e.ID)
+	c.kick()
+}
+
+// --- MultiIP ---
 
 // strayWantedLocked: a stray with n addresses is adopted when the pool
 // has a free ENI slot and room for its addresses, and either demand waits
@@ -169,62 +249,7 @@ func (p *MultiIP) strayWantedLocked(n int) bool {
 	if len(p.enis)+p.creating >= p.cfg.MaxENI || p.heldLocked()+p.inflight+n > p.cfg.Capacity {
 		return false
 	}
-	waiting := 0
-	for _, w := range p.waiters {
-		if !w.done {
-			waiting++
-		}
-	}
-	return waiting > p.inflight || p.idleLocked(p.clock.Now())+n <= p.cfg.MaxIdle
-}
-
-func (p *MultiIP) takeStray(ctx context.Context, e cloud.ENI) {
-	defer func() {
-		p.mu.Lock()
-		delete(p.strays, e.ID)
-		p.mu.Unlock()
-	}()
-	e, ok, err := settleStray(ctx, p.cloud, e)
-	if err != nil {
-		p.log.Warn("unknown ENI of ours: waiting for its attach to end failed; next sync retries", "eni", e.ID, "err", err)
-		return
-	}
-	if !ok {
-		return
-	}
-	assigned := append([]netip.Addr{e.PrimaryIP}, e.IPv4...)
-	p.mu.Lock()
-	wanted := p.strayWantedLocked(len(assigned))
-	p.mu.Unlock()
-	if wanted {
-		m, err := p.cloud.WaitMetadata(ctx, e.MAC, assigned, e.IPv6)
-		if err != nil {
-			p.log.Warn("unknown ENI of ours is InUse but metadata does not show it; next sync retries", "eni", e.ID, "err", err)
-			return
-		}
-		m.IPv4, m.IPv6 = assigned, e.IPv6
-		p.mu.Lock()
-		if p.enis[e.ID] == nil && p.strayWantedLocked(len(assigned)) {
-			p.addENILocked(m, e.IPv6)
-			p.lastChange = p.clock.Now()
-			p.slotsChangedLocked()
-			p.mu.Unlock()
-			p.log.Warn("adopted an unknown ENI of ours", "eni", e.ID, "addresses", len(assigned))
-			p.kick()
-			return
-		}
-		p.mu.Unlock()
-	}
-	if err := p.cloud.ReleaseENI(ctx, e.ID); err != nil {
-		p.events.Warn("DisposeResourceFailed", fmt.Sprintf("release unknown ENI %s: %v", e.ID, err))
-		return
-	}
-	p.mu.Lock()
-	p.vsw.Released(e.VSwitchID)
-	p.slotsChangedLocked()
-	p.mu.Unlock()
-	p.log.Warn("released an unknown ENI of ours the pool has no use for", "eni", e.ID)
-	p.kick()
+	return p.waitingLocked() > p.inflight || p.idleLocked(p.clock.Now())+n <= p.cfg.MaxIdle
 }
 
 // --- ENIPool ---
@@ -237,27 +262,12 @@ func (p *ENIPool) sync(ctx context.Context) {
 		return
 	}
 	p.mu.Lock()
-	before := p.knownIDsLocked()
 	busy := p.creating > 0
 	p.mu.Unlock()
-	enis, err := strayCandidates(ctx, p.cloud, p.cfg.owner())
-	if err != nil {
+	if err := p.syncStrays(ctx, p.cfg.owner()); err != nil {
 		p.log.Warn("pool sync", "err", err)
 		return
 	}
-	p.mu.Lock()
-	for _, e := range enis {
-		if before[e.ID] || p.enis[e.ID] != nil || p.pendingENIs[e.ID] || p.strays[e.ID] {
-			continue
-		}
-		if p.strays == nil {
-			p.strays = map[string]bool{}
-		}
-		p.strays[e.ID] = true
-		p.log.Warn("found an ENI of ours attached to this node that the pool does not know", "eni", e.ID, "status", e.Status)
-		p.ops.start(func(ctx context.Context) { p.takeStray(ctx, e) })
-	}
-	p.mu.Unlock()
 	// An ENI being created is Available and tagged until it is attached:
 	// sweep only when no creation was in flight around the Describe.
 	if busy {
@@ -314,75 +324,11 @@ func checkTagFilter(tags, owner, filter map[string]string) error {
 	return nil
 }
 
-func (p *ENIPool) knownIDsLocked() map[string]bool {
-	out := make(map[string]bool, len(p.enis)+len(p.pendingENIs))
-	for id := range p.enis {
-		out[id] = true
-	}
-	for id := range p.pendingENIs {
-		out[id] = true
-	}
-	return out
-}
-
-// strayWantedLocked: a stray is adopted when a slot is free and a waiter
-// needs it or idle ENIs stay within MaxIdle.
-func (p *ENIPool) strayWantedLocked() bool {
+// strayWantedLocked: a stray (one address: the ENI) is adopted when a
+// slot is free and a waiter needs it or idle ENIs stay within MaxIdle.
+func (p *ENIPool) strayWantedLocked(int) bool {
 	if len(p.enis)+p.creating >= p.cfg.MaxENI {
 		return false
 	}
-	waiting := 0
-	for _, w := range p.waiters {
-		if !w.done {
-			waiting++
-		}
-	}
-	return waiting > p.creating || p.idleLocked(p.clock.Now()) < p.cfg.MaxIdle
-}
-
-func (p *ENIPool) takeStray(ctx context.Context, e cloud.ENI) {
-	defer func() {
-		p.mu.Lock()
-		delete(p.strays, e.ID)
-		p.mu.Unlock()
-	}()
-	e, ok, err := settleStray(ctx, p.cloud, e)
-	if err != nil {
-		p.log.Warn("unknown ENI of ours: waiting for its attach to end failed; next sync retries", "eni", e.ID, "err", err)
-		return
-	}
-	if !ok {
-		return
-	}
-	p.mu.Lock()
-	wanted := p.strayWantedLocked()
-	p.mu.Unlock()
-	if wanted {
-		m, err := p.cloud.WaitMetadata(ctx, e.MAC, []netip.Addr{e.PrimaryIP}, e.IPv6)
-		if err != nil {
-			p.log.Warn("unknown ENI of ours is InUse but metadata does not show it; next sync retries", "eni", e.ID, "err", err)
-			return
-		}
-		p.mu.Lock()
-		if p.enis[e.ID] == nil && p.strayWantedLocked() {
-			p.enis[e.ID] = &eniRes{ip: ipFromMeta(m, e.IPv6)}
-			p.lastChange = p.clock.Now()
-			p.slotsChangedLocked()
-			p.mu.Unlock()
-			p.log.Warn("adopted an unknown ENI of ours", "eni", e.ID)
-			p.kick()
-			return
-		}
-		p.mu.Unlock()
-	}
-	if err := p.cloud.ReleaseENI(ctx, e.ID); err != nil {
-		p.events.Warn("DisposeResourceFailed", fmt.Sprintf("release unknown ENI %s: %v", e.ID, err))
-		return
-	}
-	p.mu.Lock()
-	p.vsw.Released(e.VSwitchID)
-	p.slotsChangedLocked()
-	p.mu.Unlock()
-	p.log.Warn("released an unknown ENI of ours the pool has no use for", "eni", e.ID)
-	p.kick()
+	return p.waitingLocked() > p.creating || p.idleLocked(p.clock.Now()) < p.cfg.MaxIdle
 }

@@ -117,15 +117,7 @@ func TestSyncReleasesUnwantedStray(t *testing.T) {
 func TestSyncSparesCreationInFlight(t *testing.T) {
 	e := newEnv(t, nil)
 	p, _ := e.start()
-	hold, err := e.cloud.AddFault(fakecloud.Fault{Kind: fakecloud.FaultPause, Action: "AttachNetworkInterface", Step: fakecloud.StepAfter})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { _, err := p.Allocate(ctxT(t), "ns/pod"); done <- err }()
-	if err := e.cloud.WaitHeld(ctxT(t), hold, 1); err != nil {
-		t.Fatal(err)
-	}
+	hold, done := e.allocateHeldAtAttach(p, "ns/pod", fakecloud.StepAfter)
 	testwait.Until(t, waitLimit, "the held attach to complete in the cloud", func() bool {
 		for _, v := range e.cloud.ENIs() {
 			if v.Type == fakecloud.ENITypeSecondary && v.Status == fakecloud.ENIInUse {
