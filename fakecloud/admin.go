@@ -1,11 +1,13 @@
 package fakecloud
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 )
@@ -47,10 +49,31 @@ func (c *Cloud) adminMux() *http.ServeMux {
 // (nil: 204 No Content).
 type adminHandler func(*http.Request) (any, error)
 
-// putSettings merges a partial settings document onto the current ones.
+// putSettings applies a partial settings document: each key present
+// replaces that setting whole (a map too, so that a client can put back
+// exactly what it read before), keys absent keep their values. Merging
+// into the maps instead would leave a key added by one change in place
+// after the client restores the earlier map.
 func (c *Cloud) putSettings(r *http.Request) (any, error) {
-	s := c.Settings()
-	if err := decodeStrict(r, &s); err != nil {
+	var patch map[string]json.RawMessage
+	if err := decodeStrict(r, &patch); err != nil {
+		return nil, err
+	}
+	cur, err := json.Marshal(c.Settings())
+	if err != nil {
+		return nil, fmt.Errorf("encode settings: %w", err)
+	}
+	merged := map[string]json.RawMessage{}
+	if err := json.Unmarshal(cur, &merged); err != nil {
+		return nil, fmt.Errorf("decode settings: %w", err)
+	}
+	maps.Copy(merged, patch)
+	b, err := json.Marshal(merged)
+	if err != nil {
+		return nil, fmt.Errorf("encode settings: %w", err)
+	}
+	var s Settings
+	if err := strictUnmarshal(bytes.NewReader(b), &s); err != nil {
 		return nil, err
 	}
 	return s, c.UpdateSettings(s)
@@ -137,8 +160,15 @@ func adminError(w http.ResponseWriter, status int, msg string) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
 }
 
+// decodeStrict decodes a request's JSON body, refusing unknown keys.
 func decodeStrict(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	return strictUnmarshal(io.LimitReader(r.Body, 1<<20), v)
+}
+
+// strictUnmarshal decodes the JSON value rd starts with, refusing
+// unknown keys.
+func strictUnmarshal(rd io.Reader, v any) error {
+	dec := json.NewDecoder(rd)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("bad request body: %w", err)

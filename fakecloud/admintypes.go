@@ -31,6 +31,8 @@ type (
 	FaultStatus = admin.FaultStatus
 	// CallStat counts calls of one action by one caller with one outcome.
 	CallStat = admin.CallStat
+	// Settings are the behaviour knobs.
+	Settings = admin.Settings
 )
 
 // ENI statuses as ECS reports them.

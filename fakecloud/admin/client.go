@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -49,6 +50,55 @@ func (a *Client) AddFault(ctx context.Context, f Fault) (string, error) {
 // ClearFaults removes every fault.
 func (a *Client) ClearFaults(ctx context.Context) error {
 	return a.do(ctx, http.MethodDelete, "/fakecloud/faults", nil, nil)
+}
+
+// Faults lists the installed faults in the order they were added.
+func (a *Client) Faults(ctx context.Context) ([]FaultStatus, error) {
+	var f []FaultStatus
+	return f, a.do(ctx, http.MethodGet, "/fakecloud/faults", nil, &f)
+}
+
+// RemoveFault removes the fault name; calls it holds continue. A name
+// that is not installed is an error (404).
+func (a *Client) RemoveFault(ctx context.Context, name string) error {
+	return a.do(ctx, http.MethodDelete, "/fakecloud/faults/"+url.PathEscape(name), nil, nil)
+}
+
+// Settings returns the behaviour knobs.
+func (a *Client) Settings(ctx context.Context) (Settings, error) {
+	var s Settings
+	return s, a.do(ctx, http.MethodGet, "/fakecloud/settings", nil, &s)
+}
+
+// UpdateSettings changes the settings partial names, by their JSON keys
+// (e.g. {"attachDelay": "30s"} or {"throttle": map[string]int{...}}),
+// and returns the settings now in force. Each key present replaces that
+// setting whole, a map included, so that writing back a value read
+// earlier restores it exactly; keys absent keep their values.
+func (a *Client) UpdateSettings(ctx context.Context, partial map[string]any) (Settings, error) {
+	var s Settings
+	return s, a.do(ctx, http.MethodPut, "/fakecloud/settings", partial, &s)
+}
+
+// StopInstance stops a running instance; its ENIs stay attached.
+func (a *Client) StopInstance(ctx context.Context, id string) error {
+	return a.instanceOp(ctx, id, "stop")
+}
+
+// StartInstance starts a stopped instance.
+func (a *Client) StartInstance(ctx context.Context, id string) error {
+	return a.instanceOp(ctx, id, "start")
+}
+
+// ReleaseInstance releases an instance as ECS does: its secondary ENIs
+// are detached (or deleted when DeleteOnRelease is set) and its primary
+// ENI is deleted with it.
+func (a *Client) ReleaseInstance(ctx context.Context, id string) error {
+	return a.instanceOp(ctx, id, "release")
+}
+
+func (a *Client) instanceOp(ctx context.Context, id, op string) error {
+	return a.do(ctx, http.MethodPost, "/fakecloud/instances/"+url.PathEscape(id)+"/"+op, nil, nil)
 }
 
 func (a *Client) do(ctx context.Context, method, path string, in, out any) error {

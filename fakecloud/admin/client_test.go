@@ -31,6 +31,18 @@ func TestClient(t *testing.T) {
 	if err != nil || name == "" {
 		t.Fatalf("AddFault: %q, %v", name, err)
 	}
+	if fs, err := a.Faults(ctx); err != nil || len(fs) != 1 || fs[0].Name != name || fs[0].Action != "DescribeVSwitches" {
+		t.Fatalf("Faults: %+v, %v", fs, err)
+	}
+	if err := a.RemoveFault(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RemoveFault(ctx, name); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("removing a fault twice: %v, want a 404 error", err)
+	}
+	if _, err := a.AddFault(ctx, admin.Fault{Kind: "error"}); err != nil {
+		t.Fatal(err)
+	}
 	if err := a.ClearFaults(ctx); err != nil {
 		t.Fatal(err)
 	}
