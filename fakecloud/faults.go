@@ -107,7 +107,8 @@ func (s *faultSet) decide(action, callerKey string, callerIDs ...string) decisio
 		if r.Caller != "" && !slices.Contains(callerIDs, r.Caller) {
 			continue
 		}
-		if !r.fires(s.seed, action, callerKey, idx) {
+		seed := r.seed(s.seed)
+		if !r.fires(seed, action, callerKey, idx) {
 			continue
 		}
 		switch r.Kind {
@@ -122,10 +123,10 @@ func (s *faultSet) decide(action, callerKey string, callerIDs ...string) decisio
 				d.lost = &f
 			}
 		case FaultLatency:
-			u := unitFloat(s.seed, "jitter|"+r.Name, action, callerKey, idx)
+			u := unitFloat(seed, "jitter|"+r.Name, action, callerKey, idx)
 			d.latency += r.Latency.D() + time.Duration(u*float64(r.Jitter.D()))
 		case FaultConsistency:
-			u := unitFloat(s.seed, "jitter|"+r.Name, action, callerKey, idx)
+			u := unitFloat(seed, "jitter|"+r.Name, action, callerKey, idx)
 			d.hide = max(d.hide, r.Latency.D()+time.Duration(u*float64(r.Jitter.D())))
 		case FaultPause:
 			if r.Step == StepAfter {
@@ -136,6 +137,15 @@ func (s *faultSet) decide(action, callerKey string, callerIDs ...string) decisio
 		}
 	}
 	return d
+}
+
+// seed is what the fault's decisions are drawn from: its own seed if it
+// has one, else the emulator's.
+func (r *activeFault) seed(emulator int64) int64 {
+	if r.Seed != 0 {
+		return r.Seed
+	}
+	return emulator
 }
 
 func (r *activeFault) fires(seed int64, action, caller string, idx uint64) bool {

@@ -36,7 +36,8 @@ const (
 // calls of each caller after it was added; otherwise on each call with
 // Probability (0 means always). Every decision is a function of (seed,
 // fault name, action, caller, the caller's per-action call index), so
-// concurrency between callers does not change which calls are hit.
+// concurrency between callers does not change which calls are hit, and
+// a run with the same seed replays.
 type Fault struct {
 	Name        string   `json:"name,omitempty"`
 	Kind        string   `json:"kind"`
@@ -51,6 +52,11 @@ type Fault struct {
 	Jitter      Duration `json:"jitter,omitempty"`
 	Lost        string   `json:"lost,omitempty"`
 	Step        string   `json:"step,omitempty"`
+	// Seed, when not 0, replaces the emulator's seed (its --seed) in this
+	// fault's decisions (which calls it hits, the jitter each gets), so
+	// that a plan naming its faults' seeds replays the same fault
+	// schedule on any emulator, whatever seed that was started with.
+	Seed int64 `json:"seed,omitempty"`
 }
 
 // FaultStatus is an installed fault and how many calls it holds now
