@@ -28,7 +28,7 @@ func (c *Cloud) adminMux() *http.ServeMux {
 	}{
 		{"GET /fakecloud/world", func(*http.Request) (any, error) { return c.World(), nil }},
 		{"GET /fakecloud/instance-types", func(*http.Request) (any, error) { return c.InstanceTypes(), nil }},
-		{"GET /fakecloud/calls", func(*http.Request) (any, error) { return c.Calls(), nil }},
+		{"GET /fakecloud/calls", c.getCalls},
 		{"DELETE /fakecloud/calls", func(*http.Request) (any, error) { c.ResetCalls(); return nil, nil }},
 		{"GET /fakecloud/settings", func(*http.Request) (any, error) { return c.Settings(), nil }},
 		{"PUT /fakecloud/settings", c.putSettings},
@@ -77,6 +77,19 @@ func (c *Cloud) putSettings(r *http.Request) (any, error) {
 		return nil, err
 	}
 	return s, c.UpdateSettings(s)
+}
+
+// getCalls answers the API's call counters, or with ?service=metadata
+// the metadata reads'.
+func (c *Cloud) getCalls(r *http.Request) (any, error) {
+	switch s := r.URL.Query().Get("service"); s {
+	case "", ServiceAPI:
+		return c.Calls(), nil
+	case ServiceMetadata:
+		return c.MetadataCalls(), nil
+	default:
+		return nil, fmt.Errorf("service %q must be %q or %q", s, ServiceAPI, ServiceMetadata)
+	}
 }
 
 func (c *Cloud) postFault(r *http.Request) (any, error) {

@@ -60,8 +60,10 @@ type Cloud struct {
 	throttle *throttler
 	faults   *faultSet
 	calls    *accounting
-	nonces   *nonceCache
-	tokens   *metadataTokens
+	// metaCalls counts metadata reads apart from API calls.
+	metaCalls *accounting
+	nonces    *nonceCache
+	tokens    *metadataTokens
 
 	closeOnce sync.Once
 }
@@ -76,7 +78,7 @@ func New(opts Options) (*Cloud, error) {
 	}
 	c := &Cloud{w: w, region: w.st.Spec.RegionID, account: w.st.Spec.AccountID, created: w.st.Created,
 		adminToken: opts.AdminToken, busy: newBusySet(), throttle: newThrottler(), faults: newFaultSet(opts.Seed),
-		calls: newAccounting(), nonces: newNonceCache(), tokens: newMetadataTokens()}
+		calls: newAccounting("", 0), metaCalls: newAccounting(ServiceMetadata, maxMetadataKeys), nonces: newNonceCache(), tokens: newMetadataTokens()}
 	c.mux = c.adminMux()
 	return c, nil
 }

@@ -28,13 +28,19 @@ func (a *Client) World(ctx context.Context) (*WorldView, error) {
 	return &w, a.do(ctx, http.MethodGet, "/fakecloud/world", nil, &w)
 }
 
-// Calls returns the call counters.
+// Calls returns the counters of API calls.
 func (a *Client) Calls(ctx context.Context) ([]CallStat, error) {
 	var c []CallStat
 	return c, a.do(ctx, http.MethodGet, "/fakecloud/calls", nil, &c)
 }
 
-// ResetCalls zeroes the call counters.
+// MetadataCalls returns the counters of metadata reads.
+func (a *Client) MetadataCalls(ctx context.Context) ([]CallStat, error) {
+	var c []CallStat
+	return c, a.do(ctx, http.MethodGet, "/fakecloud/calls?service="+ServiceMetadata, nil, &c)
+}
+
+// ResetCalls zeroes the call counters, metadata reads' included.
 func (a *Client) ResetCalls(ctx context.Context) error {
 	return a.do(ctx, http.MethodDelete, "/fakecloud/calls", nil, nil)
 }
