@@ -38,6 +38,8 @@ func (c *Cloud) adminMux() *http.ServeMux {
 		{"DELETE /fakecloud/faults/{name}", c.deleteFault},
 		{"POST /fakecloud/instances", c.postInstance},
 		{"POST /fakecloud/instances/{id}/{op}", c.instanceOp},
+		{"POST /fakecloud/vswitches/{id}/drain", c.postDrain},
+		{"POST /fakecloud/vswitches/{id}/refill", func(r *http.Request) (any, error) { return c.RefillVSwitch(r.PathValue("id")) }},
 	}
 	for _, r := range routes {
 		m.HandleFunc(r.pattern, c.admin(r.handle))
@@ -128,6 +130,18 @@ func (c *Cloud) instanceOp(r *http.Request) (any, error) {
 		return nil, c.ReleaseInstance(id)
 	}
 	return nil, errNotFound("unknown instance operation " + r.PathValue("op") + " (stop, start, release)")
+}
+
+// postDrain drains a vSwitch so that {"leave": N} addresses stay free; no
+// body leaves none.
+func (c *Cloud) postDrain(r *http.Request) (any, error) {
+	var req struct {
+		Leave int `json:"leave"`
+	}
+	if err := decodeStrict(r, &req); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return c.DrainVSwitch(r.PathValue("id"), req.Leave)
 }
 
 type errNotFound string

@@ -2,6 +2,7 @@ package fakecloud
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -115,6 +116,23 @@ func (c *Cloud) ENIs() []ENIView { return c.w.eniViews() }
 
 // VSwitches returns views of all vSwitches, ordered by ID.
 func (c *Cloud) VSwitches() []VSwitchView { return c.w.vswitchViews() }
+
+// DrainVSwitch takes free IPv4 addresses of vSwitch id away, so that
+// only leave stay free (an exhausted vSwitch, as a chaos plan needs it),
+// and returns its view. The emulator holds them: no ENI gets them and no
+// call hands them out (an explicit one is IpAssigned) until
+// RefillVSwitch. Draining again moves the level, giving back held
+// addresses if leave is higher; addresses ENIs release meanwhile become
+// free as usual. The drain is persisted with the world.
+func (c *Cloud) DrainVSwitch(id string, leave int) (VSwitchView, error) {
+	if leave < 0 {
+		return VSwitchView{}, fmt.Errorf("drain %s: leave %d must not be negative", id, leave)
+	}
+	return c.w.drainVSwitch(id, leave)
+}
+
+// RefillVSwitch gives back every address a drain of vSwitch id holds.
+func (c *Cloud) RefillVSwitch(id string) (VSwitchView, error) { return c.w.refillVSwitch(id) }
 
 // Instance returns a view of one instance.
 func (c *Cloud) Instance(id string) (InstanceInfo, bool) { return c.w.instanceView(id) }

@@ -103,6 +103,22 @@ func (a *Client) ReleaseInstance(ctx context.Context, id string) error {
 	return a.instanceOp(ctx, id, "release")
 }
 
+// DrainVSwitch takes the free IPv4 addresses of vSwitch id away so that
+// only leave stay free: the emulator holds them, no ENI gets them and no
+// call hands them out until RefillVSwitch. Draining again moves the
+// level.
+func (a *Client) DrainVSwitch(ctx context.Context, id string, leave int) error {
+	body := struct {
+		Leave int `json:"leave"`
+	}{leave}
+	return a.do(ctx, http.MethodPost, "/fakecloud/vswitches/"+url.PathEscape(id)+"/drain", body, nil)
+}
+
+// RefillVSwitch gives back every address a drain of vSwitch id holds.
+func (a *Client) RefillVSwitch(ctx context.Context, id string) error {
+	return a.do(ctx, http.MethodPost, "/fakecloud/vswitches/"+url.PathEscape(id)+"/refill", nil, nil)
+}
+
 func (a *Client) instanceOp(ctx context.Context, id, op string) error {
 	return a.do(ctx, http.MethodPost, "/fakecloud/instances/"+url.PathEscape(id)+"/"+op, nil, nil)
 }
