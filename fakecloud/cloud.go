@@ -21,7 +21,7 @@ type Options struct {
 	// state file wins over Spec.
 	StatePath string
 	// Seed drives IDs, MACs and fault decisions, so that a run can be
-	// replayed.
+	// replayed; a fault with its own Seed uses that instead.
 	Seed int64
 	// TimeScale multiplies every fakecloud delay (attach, detach, delete,
 	// metadata lag, consistency window, injected latency); 0 means 1.
