@@ -159,7 +159,10 @@ func (c *Cloud) serveMetadata(w http.ResponseWriter, r *http.Request, bound stri
 	// slash, so that it matches nothing in the tree.
 	path, ok := strings.CutPrefix(r.URL.Path, "/latest/")
 	if !ok {
-		path = strings.TrimPrefix(r.URL.Path, "/latest")
+		path = r.URL.Path
+		if path == "/latest" {
+			path = ""
+		}
 	}
 	m := &metadataRead{c: c, w: w, r: r, path: path}
 	inst, err := c.metadataInstance(r, bound)
@@ -180,13 +183,7 @@ func (c *Cloud) serveMetadata(w http.ResponseWriter, r *http.Request, bound stri
 		m.fail(http.StatusMethodNotAllowed, "use GET")
 		return
 	}
-	if tok := r.Header.Get(tokenHeader); tok != "" {
-		if !c.tokens.valid(tok, inst, now) {
-			m.fail(http.StatusUnauthorized, "invalid or expired metadata token")
-			return
-		}
-	} else if c.w.metadataTokensRequired(inst) {
-		m.fail(http.StatusForbidden, "a metadata token is required")
+	if !m.authorized(now) {
 		return
 	}
 	tree, ok := strings.CutPrefix(path, "meta-data/")
@@ -203,6 +200,21 @@ func (c *Cloud) serveMetadata(w http.ResponseWriter, r *http.Request, bound stri
 		return
 	}
 	m.answer(body)
+}
+
+// authorized checks the read's token, if any, or that the instance does
+// not require one, and answers the read itself when not.
+func (m *metadataRead) authorized(now time.Time) bool {
+	if tok := m.r.Header.Get(tokenHeader); tok != "" {
+		if !m.c.tokens.valid(tok, m.inst, now) {
+			m.fail(http.StatusUnauthorized, "invalid or expired metadata token")
+			return false
+		}
+	} else if m.c.w.metadataTokensRequired(m.inst) {
+		m.fail(http.StatusForbidden, "a metadata token is required")
+		return false
+	}
+	return true
 }
 
 // underFaults applies the metadata faults that fire for this read: an
