@@ -1,11 +1,13 @@
 package fakecloud
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 )
@@ -26,7 +28,7 @@ func (c *Cloud) adminMux() *http.ServeMux {
 	}{
 		{"GET /fakecloud/world", func(*http.Request) (any, error) { return c.World(), nil }},
 		{"GET /fakecloud/instance-types", func(*http.Request) (any, error) { return c.InstanceTypes(), nil }},
-		{"GET /fakecloud/calls", func(*http.Request) (any, error) { return c.Calls(), nil }},
+		{"GET /fakecloud/calls", c.getCalls},
 		{"DELETE /fakecloud/calls", func(*http.Request) (any, error) { c.ResetCalls(); return nil, nil }},
 		{"GET /fakecloud/settings", func(*http.Request) (any, error) { return c.Settings(), nil }},
 		{"PUT /fakecloud/settings", c.putSettings},
@@ -36,6 +38,8 @@ func (c *Cloud) adminMux() *http.ServeMux {
 		{"DELETE /fakecloud/faults/{name}", c.deleteFault},
 		{"POST /fakecloud/instances", c.postInstance},
 		{"POST /fakecloud/instances/{id}/{op}", c.instanceOp},
+		{"POST /fakecloud/vswitches/{id}/drain", c.postDrain},
+		{"POST /fakecloud/vswitches/{id}/refill", func(r *http.Request) (any, error) { return c.RefillVSwitch(r.PathValue("id")) }},
 	}
 	for _, r := range routes {
 		m.HandleFunc(r.pattern, c.admin(r.handle))
@@ -47,13 +51,47 @@ func (c *Cloud) adminMux() *http.ServeMux {
 // (nil: 204 No Content).
 type adminHandler func(*http.Request) (any, error)
 
-// putSettings merges a partial settings document onto the current ones.
+// putSettings applies a partial settings document: each key present
+// replaces that setting whole (a map too, so that a client can put back
+// exactly what it read before), keys absent keep their values. Merging
+// into the maps instead would leave a key added by one change in place
+// after the client restores the earlier map.
 func (c *Cloud) putSettings(r *http.Request) (any, error) {
-	s := c.Settings()
-	if err := decodeStrict(r, &s); err != nil {
+	var patch map[string]json.RawMessage
+	if err := decodeStrict(r, &patch); err != nil {
+		return nil, err
+	}
+	cur, err := json.Marshal(c.Settings())
+	if err != nil {
+		return nil, fmt.Errorf("encode settings: %w", err)
+	}
+	merged := map[string]json.RawMessage{}
+	if err := json.Unmarshal(cur, &merged); err != nil {
+		return nil, fmt.Errorf("decode settings: %w", err)
+	}
+	maps.Copy(merged, patch)
+	b, err := json.Marshal(merged)
+	if err != nil {
+		return nil, fmt.Errorf("encode settings: %w", err)
+	}
+	var s Settings
+	if err := strictUnmarshal(bytes.NewReader(b), &s); err != nil {
 		return nil, err
 	}
 	return s, c.UpdateSettings(s)
+}
+
+// getCalls answers the API's call counters, or with ?service=metadata
+// the metadata reads'.
+func (c *Cloud) getCalls(r *http.Request) (any, error) {
+	switch s := r.URL.Query().Get("service"); s {
+	case "", ServiceAPI:
+		return c.Calls(), nil
+	case ServiceMetadata:
+		return c.MetadataCalls(), nil
+	default:
+		return nil, fmt.Errorf("service %q must be %q or %q", s, ServiceAPI, ServiceMetadata)
+	}
 }
 
 func (c *Cloud) postFault(r *http.Request) (any, error) {
@@ -92,6 +130,18 @@ func (c *Cloud) instanceOp(r *http.Request) (any, error) {
 		return nil, c.ReleaseInstance(id)
 	}
 	return nil, errNotFound("unknown instance operation " + r.PathValue("op") + " (stop, start, release)")
+}
+
+// postDrain drains a vSwitch so that {"leave": N} addresses stay free; no
+// body leaves none.
+func (c *Cloud) postDrain(r *http.Request) (any, error) {
+	var req struct {
+		Leave int `json:"leave"`
+	}
+	if err := decodeStrict(r, &req); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return c.DrainVSwitch(r.PathValue("id"), req.Leave)
 }
 
 type errNotFound string
@@ -137,8 +187,15 @@ func adminError(w http.ResponseWriter, status int, msg string) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
 }
 
+// decodeStrict decodes a request's JSON body, refusing unknown keys.
 func decodeStrict(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	return strictUnmarshal(io.LimitReader(r.Body, 1<<20), v)
+}
+
+// strictUnmarshal decodes the JSON value rd starts with, refusing
+// unknown keys.
+func strictUnmarshal(rd io.Reader, v any) error {
+	dec := json.NewDecoder(rd)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("bad request body: %w", err)

@@ -31,6 +31,8 @@ type (
 	FaultStatus = admin.FaultStatus
 	// CallStat counts calls of one action by one caller with one outcome.
 	CallStat = admin.CallStat
+	// Settings are the behaviour knobs.
+	Settings = admin.Settings
 )
 
 // ENI statuses as ECS reports them.
@@ -71,10 +73,20 @@ const (
 	FaultLostResponse = admin.FaultLostResponse
 	FaultPause        = admin.FaultPause
 	FaultConsistency  = admin.FaultConsistency
+	FaultStale        = admin.FaultStale
 	StepBefore        = admin.StepBefore
 	StepAfter         = admin.StepAfter
 )
 
-// OutcomeSuccess is the outcome recorded for a call that succeeded; any
-// other outcome is the error code the caller received.
-const OutcomeSuccess = admin.OutcomeSuccess
+// Services a fault applies to (see admin.Fault).
+const (
+	ServiceAPI      = admin.ServiceAPI
+	ServiceMetadata = admin.ServiceMetadata
+)
+
+// Call outcomes (see admin.CallStat).
+const (
+	OutcomeSuccess    = admin.OutcomeSuccess
+	OutcomeStale      = admin.OutcomeStale
+	OutcomeClientGone = admin.OutcomeClientGone
+)

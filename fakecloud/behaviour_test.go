@@ -109,46 +109,74 @@ func TestClientTokenIdempotency(t *testing.T) {
 // TestFaultReplay runs the same seeded probabilistic faults twice with
 // eight concurrent callers and checks that exactly the same calls fail,
 // whatever the interleaving.
+const replayCallers, replayCalls = 8, 25
+
+// faultPattern runs replayCallers callers concurrently, each making
+// replayCalls DescribeNetworkInterfaces calls, against a cloud of
+// emulator seed seed with fault f, and returns which calls failed.
+func faultPattern(t *testing.T, seed int64, f fakecloud.Fault) [replayCallers][]bool {
+	var keys []fakecloud.AccessKeySpec
+	for i := 0; i < replayCallers; i++ {
+		keys = append(keys, fakecloud.AccessKeySpec{ID: fmt.Sprintf("LTAIcaller%02d", i), Secret: "s"})
+	}
+	e := newEnv(t, withSpec(func(s *fakecloud.Spec) { s.AccessKeys = append(s.AccessKeys, keys...) }),
+		withOptions(func(o *fakecloud.Options) { o.Seed = seed }))
+	try(e.cloud.AddFault(f)).must(t)
+	var out [replayCallers][]bool
+	var wg sync.WaitGroup
+	for i := 0; i < replayCallers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := e.ecsWith(credentials.NewAccessKeyCredential(keys[i].ID, "s"))
+			for j := 0; j < replayCalls; j++ {
+				_, err := c.DescribeNetworkInterfaces(ecs.CreateDescribeNetworkInterfacesRequest())
+				out[i] = append(out[i], err != nil)
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// TestFaultReplay checks that a probabilistic fault hits the same calls
+// in two runs whatever the concurrency: with the same emulator seed, or
+// on any emulator when the fault carries its own seed.
 func TestFaultReplay(t *testing.T) {
-	const callers, calls = 8, 25
-	run := func() [callers][]bool {
-		var keys []fakecloud.AccessKeySpec
-		for i := 0; i < callers; i++ {
-			keys = append(keys, fakecloud.AccessKeySpec{ID: fmt.Sprintf("LTAIcaller%02d", i), Secret: "s"})
-		}
-		e := newEnv(t, withSpec(func(s *fakecloud.Spec) { s.AccessKeys = append(s.AccessKeys, keys...) }))
-		try(e.cloud.AddFault(fakecloud.Fault{Name: "flaky", Kind: fakecloud.FaultError, Action: "DescribeNetworkInterfaces",
-			Probability: 0.3, Code: "InternalError", Status: 500})).must(t)
-		var out [callers][]bool
-		var wg sync.WaitGroup
-		for i := 0; i < callers; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c := e.ecsWith(credentials.NewAccessKeyCredential(keys[i].ID, "s"))
-				for j := 0; j < calls; j++ {
-					_, err := c.DescribeNetworkInterfaces(ecs.CreateDescribeNetworkInterfacesRequest())
-					out[i] = append(out[i], err != nil)
+	flaky := fakecloud.Fault{Name: "flaky", Kind: fakecloud.FaultError, Action: "DescribeNetworkInterfaces",
+		Probability: 0.3, Code: "InternalError", Status: 500}
+	seeded := flaky
+	seeded.Seed = 7
+	for _, tc := range []struct {
+		name         string
+		f            fakecloud.Fault
+		seedA, seedB int64
+		same         bool
+	}{
+		{"same emulator seed", flaky, 42, 42, true},
+		{"own seed on another emulator", seeded, 42, 1042, true},
+		{"another emulator seed", flaky, 42, 1042, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := faultPattern(t, tc.seedA, tc.f), faultPattern(t, tc.seedB, tc.f)
+			failed, differ := 0, 0
+			for i := range a {
+				for j := range a[i] {
+					if a[i][j] != b[i][j] {
+						differ++
+					}
+					if a[i][j] {
+						failed++
+					}
 				}
-			}()
-		}
-		wg.Wait()
-		return out
-	}
-	a, b := run(), run()
-	failed := 0
-	for i := range a {
-		for j := range a[i] {
-			if a[i][j] != b[i][j] {
-				t.Fatalf("caller %d call %d: run 1 failed=%v, run 2 failed=%v", i, j, a[i][j], b[i][j])
 			}
-			if a[i][j] {
-				failed++
+			if tc.same != (differ == 0) {
+				t.Fatalf("%d of %d calls fared differently in the two runs, want same=%v", differ, replayCallers*replayCalls, tc.same)
 			}
-		}
-	}
-	if failed < 20 || failed > 100 {
-		t.Fatalf("%d of %d calls failed with p=0.3", failed, callers*calls)
+			if failed < 20 || failed > 100 {
+				t.Fatalf("%d of %d calls failed with p=0.3", failed, replayCallers*replayCalls)
+			}
+		})
 	}
 }
 

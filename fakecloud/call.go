@@ -139,7 +139,7 @@ func (c *Cloud) run(act *action, x *call) (resp response, lost *Fault, err error
 			"requestId", x.requestID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 		resp, lost, err = nil, nil, errHandlerPanic()
 	}()
-	d := c.faults.decide(act.name, x.who.key(), x.who.AccessKeyID, x.who.InstanceID)
+	d := c.faults.decide(subject{action: act.name, key: act.name, caller: x.who.key(), ids: []string{x.who.AccessKeyID, x.who.InstanceID}})
 	x.hide = d.hide
 	if d.err != nil {
 		return nil, nil, faultError(d.err)

@@ -2,6 +2,7 @@ package fakecloud
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -20,7 +21,7 @@ type Options struct {
 	// state file wins over Spec.
 	StatePath string
 	// Seed drives IDs, MACs and fault decisions, so that a run can be
-	// replayed.
+	// replayed; a fault with its own Seed uses that instead.
 	Seed int64
 	// TimeScale multiplies every fakecloud delay (attach, detach, delete,
 	// metadata lag, consistency window, injected latency); 0 means 1.
@@ -60,8 +61,10 @@ type Cloud struct {
 	throttle *throttler
 	faults   *faultSet
 	calls    *accounting
-	nonces   *nonceCache
-	tokens   *metadataTokens
+	// metaCalls counts metadata reads apart from API calls.
+	metaCalls *accounting
+	nonces    *nonceCache
+	tokens    *metadataTokens
 
 	closeOnce sync.Once
 }
@@ -76,7 +79,7 @@ func New(opts Options) (*Cloud, error) {
 	}
 	c := &Cloud{w: w, region: w.st.Spec.RegionID, account: w.st.Spec.AccountID, created: w.st.Created,
 		adminToken: opts.AdminToken, busy: newBusySet(), throttle: newThrottler(), faults: newFaultSet(opts.Seed),
-		calls: newAccounting(), nonces: newNonceCache(), tokens: newMetadataTokens()}
+		calls: newAccounting("", 0), metaCalls: newAccounting(ServiceMetadata, maxMetadataKeys), nonces: newNonceCache(), tokens: newMetadataTokens()}
 	c.mux = c.adminMux()
 	return c, nil
 }
@@ -113,6 +116,23 @@ func (c *Cloud) ENIs() []ENIView { return c.w.eniViews() }
 
 // VSwitches returns views of all vSwitches, ordered by ID.
 func (c *Cloud) VSwitches() []VSwitchView { return c.w.vswitchViews() }
+
+// DrainVSwitch takes free IPv4 addresses of vSwitch id away, so that
+// only leave stay free (an exhausted vSwitch, as a chaos plan needs it),
+// and returns its view. The emulator holds them: no ENI gets them and no
+// call hands them out (an explicit one is IpAssigned) until
+// RefillVSwitch. Draining again moves the level, giving back held
+// addresses if leave is higher; addresses ENIs release meanwhile become
+// free as usual. The drain is persisted with the world.
+func (c *Cloud) DrainVSwitch(id string, leave int) (VSwitchView, error) {
+	if leave < 0 {
+		return VSwitchView{}, fmt.Errorf("drain %s: leave %d must not be negative", id, leave)
+	}
+	return c.w.drainVSwitch(id, leave)
+}
+
+// RefillVSwitch gives back every address a drain of vSwitch id holds.
+func (c *Cloud) RefillVSwitch(id string) (VSwitchView, error) { return c.w.refillVSwitch(id) }
 
 // Instance returns a view of one instance.
 func (c *Cloud) Instance(id string) (InstanceInfo, bool) { return c.w.instanceView(id) }

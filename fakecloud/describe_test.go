@@ -281,7 +281,7 @@ func TestAdminAPIOverHTTP(t *testing.T) {
 		t.Fatalf("world: %d %s", st, world)
 	}
 	for _, secret := range []string{testSecret, cred.AccessKeySecret, cred.SecurityToken} {
-		for _, p := range []string{"/fakecloud/world", "/fakecloud/calls", "/fakecloud/settings", "/fakecloud/faults"} {
+		for _, p := range []string{"/fakecloud/world", "/fakecloud/calls", "/fakecloud/calls?service=metadata", "/fakecloud/settings", "/fakecloud/faults"} {
 			if _, body := call("GET", p, adminToken, ""); strings.Contains(body, secret) {
 				t.Fatalf("%s leaks a secret", p)
 			}

@@ -8,7 +8,11 @@
 // EIPs) and models what real clients depend on: asynchronous attach and
 // detach, per-instance-type quotas, vSwitch exhaustion, ClientToken
 // idempotency, per-minute throttling, metadata lag, opt-in eventual
-// consistency after Create, and deterministic fault injection. A
+// consistency after Create, and deterministic, seeded fault injection on
+// the API and on the metadata service (errors, latency, hangs, lost
+// answers, stale metadata). An admin API steers a running world for chaos
+// testing: faults, settings (throttle budgets, delays), instance
+// lifecycle and vSwitch drains that exhaust a vSwitch until refilled. A
 // Hypervisor hook lets a lab turn attached ENIs into real interfaces. See
 // README.md for the full reference.
 //

@@ -76,8 +76,8 @@ func (c *Cloud) admit(ex *exchange) (*action, *call, error) {
 	if r := req.Params.String("RegionId"); r != "" && r != c.region {
 		return nil, nil, apiErr(404, "InvalidRegionId.NotFound", "The specified RegionId %q does not exist here: fakecloud emulates region %s.", r, c.region)
 	}
-	if !c.throttle.allow(act.name, now, settings.ThrottleWindow.D(), settings.budget(act.name)) {
-		return nil, nil, apiErr(400, settings.throttleCode(act.name), "Request was denied due to user flow control.")
+	if !c.throttle.allow(act.name, now, settings.ThrottleWindow.D(), budget(settings, act.name)) {
+		return nil, nil, apiErr(400, throttleCode(settings, act.name), "Request was denied due to user flow control.")
 	}
 	return act, &call{ctx: r.Context(), req: req, p: req.Params, who: ex.who, requestID: ex.reqID}, nil
 }

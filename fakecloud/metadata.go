@@ -3,6 +3,8 @@ package fakecloud
 import (
 	"container/heap"
 	"encoding/json"
+	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -140,92 +142,237 @@ func (c *Cloud) MetadataBySourceHandler() http.Handler {
 	})
 }
 
+// metadataRead is one request to the metadata service on its way to an
+// answer: which instance reads which path, and how the read is counted.
+type metadataRead struct {
+	c    *Cloud
+	w    http.ResponseWriter
+	r    *http.Request
+	inst string
+	path string // under /latest/
+	// frozen, set by a stale fault, is the metadata to answer from.
+	frozen *instanceMeta
+}
+
 func (c *Cloud) serveMetadata(w http.ResponseWriter, r *http.Request, bound string) {
-	inst, ok := c.metadataInstance(w, r, bound)
+	// path is relative to /latest/; one outside it keeps its leading
+	// slash, so that it matches nothing in the tree.
+	path, ok := strings.CutPrefix(r.URL.Path, "/latest/")
 	if !ok {
+		path = r.URL.Path
+		if path == "/latest" {
+			path = ""
+		}
+	}
+	m := &metadataRead{c: c, w: w, r: r, path: path}
+	inst, err := c.metadataInstance(r, bound)
+	if err != nil {
+		m.fail(http.StatusForbidden, err.Error())
+		return
+	}
+	m.inst = inst
+	if !m.underFaults() {
 		return
 	}
 	now := c.w.now()
-	if r.URL.Path == "/latest/api/token" {
-		c.issueMetadataToken(w, r, inst, now)
+	if path == "api/token" {
+		c.issueMetadataToken(m, now)
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		http.Error(w, "use GET", http.StatusMethodNotAllowed)
+		m.fail(http.StatusMethodNotAllowed, "use GET")
 		return
 	}
-	if tok := r.Header.Get(tokenHeader); tok != "" {
-		if !c.tokens.valid(tok, inst, now) {
-			http.Error(w, "invalid or expired metadata token", http.StatusUnauthorized)
-			return
-		}
-	} else if c.w.metadataTokensRequired(inst) {
-		http.Error(w, "a metadata token is required", http.StatusForbidden)
+	if !m.authorized(now) {
 		return
 	}
-	path, ok := strings.CutPrefix(r.URL.Path, "/latest/meta-data/")
+	tree, ok := strings.CutPrefix(path, "meta-data/")
 	if !ok {
-		if r.URL.Path != "/latest/meta-data" && r.URL.Path != "/latest/" && r.URL.Path != "/latest" {
-			http.NotFound(w, r)
+		if path != "meta-data" && path != "" {
+			m.fail(http.StatusNotFound, "404 page not found")
 			return
 		}
-		path = ""
+		tree = ""
 	}
-	body, found := c.metadataValue(inst, strings.Trim(path, "/"))
+	body, found := c.metadataValue(inst, strings.Trim(tree, "/"), m.frozen)
 	if !found {
-		http.NotFound(w, r)
+		m.fail(http.StatusNotFound, "404 page not found")
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain")
-	_, _ = w.Write([]byte(body))
+	m.answer(body)
+}
+
+// authorized checks the read's token, if any, or that the instance does
+// not require one, and answers the read itself when not.
+func (m *metadataRead) authorized(now time.Time) bool {
+	if tok := m.r.Header.Get(tokenHeader); tok != "" {
+		if !m.c.tokens.valid(tok, m.inst, now) {
+			m.fail(http.StatusUnauthorized, "invalid or expired metadata token")
+			return false
+		}
+	} else if m.c.w.metadataTokensRequired(m.inst) {
+		m.fail(http.StatusForbidden, "a metadata token is required")
+		return false
+	}
+	return true
+}
+
+// underFaults applies the metadata faults that fire for this read: an
+// injected error is answered here (false), pauses and latency are waited
+// out (false if the client gave up meanwhile), a stale fault's copy of
+// the instance's metadata is what the read will be answered from.
+func (m *metadataRead) underFaults() bool {
+	c := m.c
+	d := c.faults.decide(subject{service: ServiceMetadata, action: m.path, key: metadataKey(m.path),
+		caller: m.inst, ids: []string{m.inst}})
+	if d.err != nil {
+		status := d.err.Status
+		if status == 0 {
+			status = http.StatusInternalServerError
+		}
+		m.count("Http" + strconv.Itoa(status))
+		m.w.Header().Set("Content-Type", "text/html")
+		m.w.WriteHeader(status)
+		_, _ = io.WriteString(m.w, metadataErrorPage(status))
+		return false
+	}
+	// Unlike an API call, a read the client gave up on has nothing left
+	// to do: it stops waiting.
+	ctx := m.r.Context()
+	for _, p := range d.before {
+		c.faults.hold(p, ctx.Done())
+	}
+	err := c.waitOrDone(ctx, c.w.scale(d.latency))
+	if err == nil {
+		err = ctx.Err() // a hold the client left
+	}
+	switch {
+	case errors.Is(err, errClosed):
+		m.fail(http.StatusServiceUnavailable, "fakecloud is closing")
+		return false
+	case err != nil:
+		m.count(OutcomeClientGone)
+		return false
+	}
+	if d.stale != nil {
+		if snap, ok := d.stale.frozen[m.inst]; ok {
+			m.frozen = &snap
+		}
+	}
+	return true
+}
+
+// metadataErrorPage is the body the metadata service answers an error
+// with: an XHTML page naming the status.
+func metadataErrorPage(status int) string {
+	title := strconv.Itoa(status) + " - " + http.StatusText(status)
+	return `<?xml version="1.0" encoding="iso-8859-1"?>
+<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Transitional//EN"
+	"http://www.w3.org/TR/xhtml1/DTD/xhtml1-transitional.dtd">
+<html xmlns="http://www.w3.org/1999/xhtml" xml:lang="en" lang="en">
+ <head>
+  <title>` + title + `</title>
+ </head>
+ <body>
+  <h1>` + title + `</h1>
+ </body>
+</html>
+`
+}
+
+// metadataKey is the path as the accounting and the fault call indexes
+// count it: each ENI's MAC (the segment after macs/) written "{mac}", so
+// that the counters do not grow with every ENI.
+func metadataKey(path string) string {
+	const macs = "network/interfaces/macs/"
+	i := strings.Index(path, macs)
+	if i < 0 {
+		return path
+	}
+	head, rest := path[:i+len(macs)], path[i+len(macs):]
+	if rest == "" {
+		return path
+	}
+	_, tail, found := strings.Cut(rest, "/")
+	if !found {
+		return head + "{mac}"
+	}
+	return head + "{mac}/" + tail
+}
+
+// count records the read's outcome.
+func (m *metadataRead) count(outcome string) {
+	m.c.metaCalls.add(metadataKey(m.path), "", m.inst, outcome)
+}
+
+// fail answers an error in plain text, counted by its status.
+func (m *metadataRead) fail(status int, msg string) {
+	m.count("Http" + strconv.Itoa(status))
+	http.Error(m.w, msg, status)
+}
+
+// answer answers body, counted as a success, or as stale when a stale
+// fault's copy answered it.
+func (m *metadataRead) answer(body string) {
+	outcome := OutcomeSuccess
+	if m.frozen != nil {
+		outcome = OutcomeStale
+	}
+	m.count(outcome)
+	m.w.Header().Set("Content-Type", "text/plain")
+	_, _ = io.WriteString(m.w, body)
 }
 
 // metadataInstance returns the instance a metadata request is about: the
 // one the handler is bound to, or the one whose primary address sent it.
-// It answers the request itself when there is none.
-func (c *Cloud) metadataInstance(w http.ResponseWriter, r *http.Request, bound string) (string, bool) {
+func (c *Cloud) metadataInstance(r *http.Request, bound string) (string, error) {
 	if bound != "" {
-		return bound, true
+		return bound, nil
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	a, err2 := netip.ParseAddr(host)
 	if err != nil || err2 != nil {
-		http.Error(w, "cannot tell the source address", http.StatusForbidden)
-		return "", false
+		return "", errors.New("cannot tell the source address")
 	}
 	inst, ok := c.w.instanceAt(a)
 	if !ok {
-		http.Error(w, "no instance has the source address "+a.String(), http.StatusForbidden)
+		return "", errors.New("no instance has the source address " + a.String())
 	}
-	return inst, ok
+	return inst, nil
 }
 
 // issueMetadataToken serves PUT /latest/api/token.
-func (c *Cloud) issueMetadataToken(w http.ResponseWriter, r *http.Request, inst string, now time.Time) {
-	if r.Method != http.MethodPut {
-		http.Error(w, "use PUT", http.StatusMethodNotAllowed)
+func (c *Cloud) issueMetadataToken(m *metadataRead, now time.Time) {
+	if m.r.Method != http.MethodPut {
+		m.fail(http.StatusMethodNotAllowed, "use PUT")
 		return
 	}
-	ttl, err := strconv.Atoi(r.Header.Get(tokenTTLHeader))
+	ttl, err := strconv.Atoi(m.r.Header.Get(tokenTTLHeader))
 	if err != nil || ttl < 1 || ttl > maxTokenTTL {
-		http.Error(w, tokenTTLHeader+" must be 1.."+strconv.Itoa(maxTokenTTL), http.StatusBadRequest)
+		m.fail(http.StatusBadRequest, tokenTTLHeader+" must be 1.."+strconv.Itoa(maxTokenTTL))
 		return
 	}
-	tok := c.tokens.issue(inst, now, time.Duration(ttl)*time.Second)
+	tok := c.tokens.issue(m.inst, now, time.Duration(ttl)*time.Second)
 	if tok == "" {
 		// Tokens free up only as they expire; a client must reuse one.
-		http.Error(w, "too many live metadata tokens: reuse a token until its TTL instead of asking for a new one", http.StatusTooManyRequests)
+		m.fail(http.StatusTooManyRequests, "too many live metadata tokens: reuse a token until its TTL instead of asking for a new one")
 		return
 	}
-	_, _ = w.Write([]byte(tok))
+	m.count(OutcomeSuccess)
+	_, _ = io.WriteString(m.w, tok)
 }
 
-// metadataValue returns the body for one path of an instance's tree.
-func (c *Cloud) metadataValue(inst, path string) (string, bool) {
+// metadataValue returns the body for one path of an instance's tree,
+// from frozen if not nil (a stale fault), else as the world shows it now.
+// RAM-role credentials are always current.
+func (c *Cloud) metadataValue(inst, path string, frozen *instanceMeta) (string, bool) {
 	if role, ok := strings.CutPrefix(path, "ram/security-credentials"); ok && (role == "" || role[0] == '/') {
 		return c.ramCredentials(inst, strings.TrimPrefix(role, "/"))
 	}
 	m, ok := c.w.metadata(inst)
+	if frozen != nil {
+		m, ok = *frozen, true
+	}
 	if !ok {
 		return "", false
 	}

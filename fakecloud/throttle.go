@@ -46,7 +46,7 @@ func (t *throttler) allow(action string, now time.Time, window time.Duration, bu
 }
 
 // budget returns the per-window budget of action under s.
-func (s *Settings) budget(action string) int {
+func budget(s *Settings, action string) int {
 	if v, ok := s.Throttle[action]; ok {
 		return v
 	}
@@ -55,7 +55,7 @@ func (s *Settings) budget(action string) int {
 
 // throttleCode returns the code a call of action over budget answers
 // under s.
-func (s *Settings) throttleCode(action string) string {
+func throttleCode(s *Settings, action string) string {
 	if v, ok := s.ThrottleCodes[action]; ok && v != "" {
 		return v
 	}

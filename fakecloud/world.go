@@ -78,7 +78,7 @@ func openWorld(spec *Spec, statePath string, seed int64, deps worldDeps) (*world
 		return nil, err
 	}
 	w.st, w.jr = st, jr
-	settings := st.Spec.Settings.clone()
+	settings := cloneSettings(st.Spec.Settings)
 	w.settings.Store(&settings)
 	w.start()
 	return w, nil
@@ -130,7 +130,7 @@ func (w *world) settingsNow() *Settings { return w.settings.Load() }
 func (w *world) currentSettings() Settings {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.st.Spec.Settings.clone()
+	return cloneSettings(w.st.Spec.Settings)
 }
 
 // updateSettings replaces the behaviour knobs (validated as a world
@@ -139,18 +139,19 @@ func (w *world) updateSettings(s Settings) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	spec := w.st.Spec
-	spec.Settings = s.clone()
+	spec.Settings = cloneSettings(s)
 	if err := spec.Validate(); err != nil {
 		return err
 	}
 	w.st.Spec.Settings = spec.Settings
-	snap := spec.Settings.clone()
+	snap := cloneSettings(spec.Settings)
 	w.settings.Store(&snap)
 	w.dirty.settings = true
 	return w.commitLocked()
 }
 
-func (s Settings) clone() Settings {
+// cloneSettings returns a copy of s that shares no map with it.
+func cloneSettings(s Settings) Settings {
 	th := make(map[string]int, len(s.Throttle))
 	for k, v := range s.Throttle {
 		th[k] = v

@@ -56,6 +56,20 @@ func (w *world) metadata(inst string) (instanceMeta, bool) {
 	return viewOf(w.st.Instances[inst], w.metadataLocked)
 }
 
+// metadataSnapshot returns what the metadata service of instance inst
+// (of every instance, when inst is "") shows now, by instance ID.
+func (w *world) metadataSnapshot(inst string) map[string]instanceMeta {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]instanceMeta{}
+	for id, in := range w.st.Instances {
+		if inst == "" || inst == id {
+			out[id] = w.metadataLocked(in)
+		}
+	}
+	return out
+}
+
 func (w *world) metadataLocked(in *instance) instanceMeta {
 	prim := w.st.ENIs[in.PrimaryENI]
 	m := instanceMeta{instance: in.clone(), vpcCIDR: w.st.VPCs[in.VPCID].CIDR,

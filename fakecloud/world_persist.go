@@ -37,11 +37,12 @@ const (
 	kindToken
 	kindSTS
 	kindSG
+	kindDrain
 	numKinds
 )
 
 var kindNames = [numKinds]string{kindENI: "eni", kindInstance: "instance", kindEIP: "eip", kindRoute: "route",
-	kindToken: "token", kindSTS: "sts", kindSG: "sg"}
+	kindToken: "token", kindSTS: "sts", kindSG: "sg", kindDrain: "drain"}
 
 // dirtySet names the objects a locked section changed.
 type dirtySet struct {
@@ -63,6 +64,7 @@ func (d *dirtySet) route(id string)    { d.mark(kindRoute, id) }
 func (d *dirtySet) token(id string)    { d.mark(kindToken, id) }
 func (d *dirtySet) cred(id string)     { d.mark(kindSTS, id) }
 func (d *dirtySet) sg(id string)       { d.mark(kindSG, id) }
+func (d *dirtySet) drain(id string)    { d.mark(kindDrain, id) }
 
 func (d *dirtySet) reset() { *d = dirtySet{} }
 
@@ -98,7 +100,7 @@ func (st *state) journalTables() *[numKinds]table {
 	if st.tables == nil {
 		st.tables = &[numKinds]table{kindENI: tableOf(st.ENIs), kindInstance: tableOf(st.Instances),
 			kindEIP: tableOf(st.EIPs), kindRoute: tableOf(st.Routes), kindToken: tableOf(st.Tokens),
-			kindSTS: tableOf(st.STS), kindSG: tableOf(st.SecurityGroups)}
+			kindSTS: tableOf(st.STS), kindSG: tableOf(st.SecurityGroups), kindDrain: tableOf(st.Drains)}
 	}
 	return st.tables
 }
@@ -201,6 +203,7 @@ func loadSnapshot(path string) (*state, error) {
 	ensureMap(&st.Tokens)
 	ensureMap(&st.STS)
 	ensureMap(&st.SecurityGroups)
+	ensureMap(&st.Drains)
 	return st, nil
 }
 

@@ -106,40 +106,6 @@ type ENISpec struct {
 	DeleteOnRelease  bool              `json:"deleteOnRelease,omitempty"`
 }
 
-// Settings are the behaviour knobs. Delays are in world time and scaled by
-// Options.TimeScale; the throttle window is not.
-type Settings struct {
-	AttachDelay     Duration `json:"attachDelay"`
-	DetachDelay     Duration `json:"detachDelay"`
-	DeleteDelay     Duration `json:"deleteDelay"`
-	RouteEntryDelay Duration `json:"routeEntryDelay"`
-	EIPDelay        Duration `json:"eipDelay"`
-	MetadataLag     Duration `json:"metadataLag"`
-	// ConsistencyWindow hides every ENI created through the API from
-	// DescribeNetworkInterfaces(Attribute) this long. Default 0: ECS
-	// documents CreateNetworkInterface as synchronous (the new ENI is
-	// Available at once). A FaultConsistency opts in per call instead.
-	ConsistencyWindow Duration `json:"consistencyWindow"`
-	// ThrottleWindow is the length of a throttling window (default 60s).
-	ThrottleWindow Duration `json:"throttleWindow"`
-	// Throttle is the account-wide budget per action per window; key "*"
-	// is the default for actions not listed; 0 means unlimited.
-	Throttle map[string]int `json:"throttle"`
-	// ThrottleCodes is the code a call over budget answers, per action;
-	// key "*" for actions not listed: Throttling, Throttling.User (the
-	// default) or Throttling.Api, all three of which the service answers.
-	ThrottleCodes map[string]string `json:"throttleCodes"`
-	// ExhaustionCode is what a dry vSwitch answers:
-	// InvalidVSwitchId.IpNotEnough (default) or QuotaExceeded.PrivateIpAddress.
-	ExhaustionCode string `json:"exhaustionCode"`
-	// TimestampWindow is how far a request's signing time may be from now.
-	TimestampWindow Duration `json:"timestampWindow"`
-	// STSLifetime is how long RAM-role credentials stay valid.
-	STSLifetime Duration `json:"stsLifetime"`
-	// MaxENIs caps the ENIs of the account (0 = no cap).
-	MaxENIs int `json:"maxEnis"`
-}
-
 // Throttling budgets (calls per window, account-wide per region). ECS
 // publishes no per-API numbers; these are assumed, generous enough for a
 // few hundred nodes, and overridable per action.
@@ -277,7 +243,7 @@ func (s Spec) Validate() error {
 			return fmt.Errorf("access key %q: id and secret are required", k.ID)
 		}
 	}
-	return s.Settings.validate()
+	return validateSettings(s.Settings)
 }
 
 // validateVPCs checks the VPCs and returns them by ID.
@@ -417,8 +383,8 @@ func checkGroups(what, id string, groups []string, sgs map[string]bool) error {
 	return nil
 }
 
-// validate checks the behaviour knobs.
-func (s Settings) validate() error {
+// validateSettings checks the behaviour knobs.
+func validateSettings(s Settings) error {
 	switch s.ExhaustionCode {
 	case CodeIPNotEnough, CodeQuotaPrivateIP:
 	default:

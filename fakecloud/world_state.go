@@ -21,6 +21,8 @@ type state struct {
 	Tokens         map[string]*idempotency   `json:"tokens"`
 	STS            map[string]*stsCred       `json:"sts"`
 	SecurityGroups map[string]*securityGroup `json:"securityGroups"`
+	// Drains are the addresses held by vSwitch drains, by vSwitch ID.
+	Drains map[string]*drain `json:"drains,omitempty"`
 
 	VPCs      map[string]*vpc          `json:"-"`
 	VSwitches map[string]*vswitch      `json:"-"`
@@ -49,6 +51,7 @@ func newState(spec Spec, seed int64, now time.Time) (*state, error) {
 		Tokens:         map[string]*idempotency{},
 		STS:            map[string]*stsCred{},
 		SecurityGroups: map[string]*securityGroup{},
+		Drains:         map[string]*drain{},
 	}
 	for _, g := range spec.SecurityGroups {
 		st.SecurityGroups[g.ID] = &securityGroup{ID: g.ID, Name: g.Name, VPCID: g.VPCID}
@@ -186,6 +189,9 @@ func (st *state) derive() error {
 		if err := st.claimENIAddrs(e); err != nil {
 			return err
 		}
+	}
+	if err := st.claimDrains(); err != nil {
+		return err
 	}
 	return st.deriveEIPPool()
 }

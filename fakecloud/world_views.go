@@ -100,11 +100,19 @@ func (w *world) vswitchViews() []VSwitchView {
 	defer w.mu.Unlock()
 	var out []VSwitchView
 	for _, v := range w.st.VSwitches {
-		out = append(out, VSwitchView{ID: v.ID, VPCID: v.VPCID, ZoneID: v.ZoneID, CIDR: v.CIDR, IPv6CIDR: v.IPv6CIDR,
-			Gateway: v.pool4.gateway(), Available: v.pool4.available()})
+		out = append(out, w.vswitchViewLocked(v))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+func (w *world) vswitchViewLocked(v *vswitch) VSwitchView {
+	view := VSwitchView{ID: v.ID, VPCID: v.VPCID, ZoneID: v.ZoneID, CIDR: v.CIDR, IPv6CIDR: v.IPv6CIDR,
+		Gateway: v.pool4.gateway(), Available: v.pool4.available()}
+	if d := w.st.Drains[v.ID]; d != nil {
+		view.Drained = len(d.Addrs)
+	}
+	return view
 }
 
 // instanceView returns a view of one instance.

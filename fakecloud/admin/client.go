@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -27,13 +28,19 @@ func (a *Client) World(ctx context.Context) (*WorldView, error) {
 	return &w, a.do(ctx, http.MethodGet, "/fakecloud/world", nil, &w)
 }
 
-// Calls returns the call counters.
+// Calls returns the counters of API calls.
 func (a *Client) Calls(ctx context.Context) ([]CallStat, error) {
 	var c []CallStat
 	return c, a.do(ctx, http.MethodGet, "/fakecloud/calls", nil, &c)
 }
 
-// ResetCalls zeroes the call counters.
+// MetadataCalls returns the counters of metadata reads.
+func (a *Client) MetadataCalls(ctx context.Context) ([]CallStat, error) {
+	var c []CallStat
+	return c, a.do(ctx, http.MethodGet, "/fakecloud/calls?service="+ServiceMetadata, nil, &c)
+}
+
+// ResetCalls zeroes the call counters, metadata reads' included.
 func (a *Client) ResetCalls(ctx context.Context) error {
 	return a.do(ctx, http.MethodDelete, "/fakecloud/calls", nil, nil)
 }
@@ -49,6 +56,71 @@ func (a *Client) AddFault(ctx context.Context, f Fault) (string, error) {
 // ClearFaults removes every fault.
 func (a *Client) ClearFaults(ctx context.Context) error {
 	return a.do(ctx, http.MethodDelete, "/fakecloud/faults", nil, nil)
+}
+
+// Faults lists the installed faults in the order they were added.
+func (a *Client) Faults(ctx context.Context) ([]FaultStatus, error) {
+	var f []FaultStatus
+	return f, a.do(ctx, http.MethodGet, "/fakecloud/faults", nil, &f)
+}
+
+// RemoveFault removes the fault name; calls it holds continue. A name
+// that is not installed is an error (404).
+func (a *Client) RemoveFault(ctx context.Context, name string) error {
+	return a.do(ctx, http.MethodDelete, "/fakecloud/faults/"+url.PathEscape(name), nil, nil)
+}
+
+// Settings returns the behaviour knobs.
+func (a *Client) Settings(ctx context.Context) (Settings, error) {
+	var s Settings
+	return s, a.do(ctx, http.MethodGet, "/fakecloud/settings", nil, &s)
+}
+
+// UpdateSettings changes the settings partial names, by their JSON keys
+// (e.g. {"attachDelay": "30s"} or {"throttle": map[string]int{...}}),
+// and returns the settings now in force. Each key present replaces that
+// setting whole, a map included, so that writing back a value read
+// earlier restores it exactly; keys absent keep their values.
+func (a *Client) UpdateSettings(ctx context.Context, partial map[string]any) (Settings, error) {
+	var s Settings
+	return s, a.do(ctx, http.MethodPut, "/fakecloud/settings", partial, &s)
+}
+
+// StopInstance stops a running instance; its ENIs stay attached.
+func (a *Client) StopInstance(ctx context.Context, id string) error {
+	return a.instanceOp(ctx, id, "stop")
+}
+
+// StartInstance starts a stopped instance.
+func (a *Client) StartInstance(ctx context.Context, id string) error {
+	return a.instanceOp(ctx, id, "start")
+}
+
+// ReleaseInstance releases an instance as ECS does: its secondary ENIs
+// are detached (or deleted when DeleteOnRelease is set) and its primary
+// ENI is deleted with it.
+func (a *Client) ReleaseInstance(ctx context.Context, id string) error {
+	return a.instanceOp(ctx, id, "release")
+}
+
+// DrainVSwitch takes the free IPv4 addresses of vSwitch id away so that
+// only leave stay free: the emulator holds them, no ENI gets them and no
+// call hands them out until RefillVSwitch. Draining again moves the
+// level.
+func (a *Client) DrainVSwitch(ctx context.Context, id string, leave int) error {
+	body := struct {
+		Leave int `json:"leave"`
+	}{leave}
+	return a.do(ctx, http.MethodPost, "/fakecloud/vswitches/"+url.PathEscape(id)+"/drain", body, nil)
+}
+
+// RefillVSwitch gives back every address a drain of vSwitch id holds.
+func (a *Client) RefillVSwitch(ctx context.Context, id string) error {
+	return a.do(ctx, http.MethodPost, "/fakecloud/vswitches/"+url.PathEscape(id)+"/refill", nil, nil)
+}
+
+func (a *Client) instanceOp(ctx context.Context, id, op string) error {
+	return a.do(ctx, http.MethodPost, "/fakecloud/instances/"+url.PathEscape(id)+"/"+op, nil, nil)
 }
 
 func (a *Client) do(ctx context.Context, method, path string, in, out any) error {

@@ -54,7 +54,10 @@ type ENIView struct {
 	ZoneID     string            `json:"zoneId"`
 }
 
-// VSwitchView is a vSwitch with its free address count.
+// VSwitchView is a vSwitch with its free address count. Available is how
+// many IPv4 addresses are free (the vSwitch's AvailableIpAddressCount,
+// which a drain lowers) and Drained how many a drain holds (POST
+// /fakecloud/vswitches/{id}/drain) until a refill gives them back.
 type VSwitchView struct {
 	ID        string       `json:"id"`
 	VPCID     string       `json:"vpcId"`
@@ -63,6 +66,7 @@ type VSwitchView struct {
 	IPv6CIDR  netip.Prefix `json:"ipv6Cidr,omitzero"`
 	Gateway   netip.Addr   `json:"gateway"`
 	Available int          `json:"availableIpAddressCount"`
+	Drained   int          `json:"drained"`
 }
 
 // RouteTableInfo is a VPC route table with its custom entries.
