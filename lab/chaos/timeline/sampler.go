@@ -1,6 +1,7 @@
 package timeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,8 +53,8 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.Kube != nil && out.Namespace == "" {
 		return out, errors.New("timeline: Namespace (the workload's) is required with Kube")
 	}
-	out.DaemonNamespace = cmpOr(out.DaemonNamespace, workload.TerwayNamespace)
-	out.DaemonSet = cmpOr(out.DaemonSet, workload.TerwayDaemonSet)
+	out.DaemonNamespace = cmp.Or(out.DaemonNamespace, workload.TerwayNamespace)
+	out.DaemonSet = cmp.Or(out.DaemonSet, workload.TerwayDaemonSet)
 	if out.Interval <= 0 {
 		out.Interval = DefaultInterval
 	}
@@ -64,13 +65,6 @@ func (c *Config) withDefaults() (Config, error) {
 		out.Now = time.Now
 	}
 	return out, nil
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // Sampler samples a lab into a Timeline until Stop.
