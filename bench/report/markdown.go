@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/terway-sim/terway/bench"
+	"github.com/terway-sim/terway/internal/markdown"
 )
 
 // WriteMarkdown writes a summary of rs for people: an index of all
@@ -59,7 +60,7 @@ func writeIndex(b *strings.Builder, rs []*bench.Result) {
 	for _, r := range rs {
 		m := &r.Metrics
 		fmt.Fprintf(b, "| %s | %s | %d | %d | %s | %s | %s | %s | %d |\n",
-			mdText(resultID(r)), mdText(r.Scenario), m.Pods, m.PodsFailed,
+			markdown.Text(resultID(r)), markdown.Text(r.Scenario), m.Pods, m.PodsFailed,
 			optional(m.TimeToAllMs, fmtMs), optional(m.AllocP99Ms, fmtMs),
 			fmtPerPod(m.CallsPerPod), fmtPerPod(m.MutatingPerPod), m.Throttled)
 	}
@@ -78,14 +79,14 @@ func optional(v float64, f func(float64) string) string {
 // settings that differ between them, then every figure that applies to
 // any of them, then calls by action, then the overlay plots.
 func writeComparison(b *strings.Builder, g scenarioGroup, plan []plannedPlot) {
-	fmt.Fprintf(b, "### Scenario %s\n\n", mdCode(g.scenario))
+	fmt.Fprintf(b, "### Scenario %s\n\n", markdown.Code(g.scenario))
 	b.WriteString("| |")
 	for _, r := range g.results {
-		b.WriteString(" " + mdText(g.label(r)) + " |")
+		b.WriteString(" " + markdown.Text(g.label(r)) + " |")
 	}
 	b.WriteString("\n|---|" + strings.Repeat("---:|", len(g.results)) + "\n")
 	for _, row := range differingSettings(g.results) {
-		writeRow(b, "**"+mdText(row.label)+"**", row.values)
+		writeRow(b, "**"+markdown.Text(row.label)+"**", row.values)
 	}
 	for _, d := range metricDefs {
 		if !d.appliesToAny(g.results) {
@@ -95,26 +96,26 @@ func writeComparison(b *strings.Builder, g scenarioGroup, plan []plannedPlot) {
 		for i, r := range g.results {
 			vals[i] = d.fmt(d.get(r))
 		}
-		writeRow(b, mdText(d.label+dagger(d.timing)), vals)
+		writeRow(b, markdown.Text(d.label+dagger(d.timing)), vals)
 	}
 	for _, a := range actionsOf(g.results) {
 		vals := make([]string, len(g.results))
 		for i, r := range g.results {
 			vals[i] = fmtCount(float64(r.Metrics.CallsByAction[a]))
 		}
-		writeRow(b, "calls: "+mdText(a), vals)
+		writeRow(b, "calls: "+markdown.Text(a), vals)
 	}
 	for _, a := range warmupActionsOf(g.results) {
 		vals := make([]string, len(g.results))
 		for i, r := range g.results {
 			vals[i] = fmtCount(float64(r.Metrics.WarmupCallsByAction[a]))
 		}
-		writeRow(b, "warm-up calls: "+mdText(a), vals)
+		writeRow(b, "warm-up calls: "+markdown.Text(a), vals)
 	}
 	b.WriteString("\n")
 	for _, p := range plan {
 		if p.scenario == g.scenario && p.result == nil {
-			fmt.Fprintf(b, "![%s](%s)\n\n", mdText(p.chart.Title), plotLink(p.file))
+			fmt.Fprintf(b, "![%s](%s)\n\n", markdown.Text(p.chart.Title), plotLink(p.file))
 		}
 	}
 }
@@ -179,18 +180,18 @@ func lookupValue(m map[string]string, k string) string {
 func writeRow(b *strings.Builder, label string, vals []string) {
 	b.WriteString("| " + label + " |")
 	for _, v := range vals {
-		b.WriteString(" " + mdText(v) + " |")
+		b.WriteString(" " + markdown.Text(v) + " |")
 	}
 	b.WriteString("\n")
 }
 
 // writeResult writes one result's section.
 func writeResult(b *strings.Builder, r *bench.Result, plan []plannedPlot) {
-	fmt.Fprintf(b, "### %s\n\n", mdText(resultID(r)))
+	fmt.Fprintf(b, "### %s\n\n", markdown.Text(resultID(r)))
 	if r.Command == "" {
 		b.WriteString("Command: not recorded.\n\n")
 	} else {
-		fence := codeFence(r.Command)
+		fence := markdown.Fence(r.Command)
 		fmt.Fprintf(b, "Command:\n\n%ssh\n%s\n%s\n\n", fence, r.Command, fence)
 	}
 	writeRunTable(b, r)
@@ -200,7 +201,7 @@ func writeResult(b *strings.Builder, r *bench.Result, plan []plannedPlot) {
 	var links []string
 	for _, p := range plan {
 		if p.result == r {
-			links = append(links, fmt.Sprintf("[%s](%s)", mdText(plotTitle(p.kind)), plotLink(p.file)))
+			links = append(links, fmt.Sprintf("[%s](%s)", markdown.Text(plotTitle(p.kind)), plotLink(p.file)))
 		}
 	}
 	if len(links) > 0 {
@@ -216,16 +217,16 @@ func writeRunTable(b *strings.Builder, r *bench.Result) {
 			fmt.Fprintf(b, "| %s | %s |\n", k, v)
 		}
 	}
-	row("scenario", mdText(r.Scenario))
-	row("profile", mdText(r.Run.Profile))
+	row("scenario", markdown.Text(r.Scenario))
+	row("profile", markdown.Text(r.Run.Profile))
 	row("seed", fmt.Sprint(r.Run.Seed))
-	row("time scale", mdText(describeScale(r.Run.TimeScale)))
+	row("time scale", markdown.Text(describeScale(r.Run.TimeScale)))
 	if !r.Run.Started.IsZero() {
 		row("started", r.Run.Started.UTC().Format(time.RFC3339))
 	}
-	row("machine", mdText(describeMachine(r.Run.Machine)))
+	row("machine", markdown.Text(describeMachine(r.Run.Machine)))
 	if r.Run.GitCommit != "" {
-		row("commit", mdCode(r.Run.GitCommit))
+		row("commit", markdown.Code(r.Run.GitCommit))
 	}
 	row("parameters", scalarKeyValues(r.Params))
 	b.WriteString("\n")
@@ -238,7 +239,7 @@ func scalarKeyValues(m map[string]any) string {
 	parts := make([]string, 0, len(m))
 	for _, k := range sortedKeys(m) {
 		if _, nested := m[k].(map[string]any); !nested {
-			parts = append(parts, mdCode(k+"="+fmtValue(m[k])))
+			parts = append(parts, markdown.Code(k+"="+fmtValue(m[k])))
 		}
 	}
 	return strings.Join(parts, " ")
@@ -256,10 +257,10 @@ func writeSettings(b *strings.Builder, r *bench.Result) {
 	fmt.Fprintf(b, "<details><summary>All settings: %d parameters, %d daemon configuration keys</summary>\n\n", len(params), len(daemon))
 	b.WriteString("| Setting | Value |\n|---|---|\n")
 	for _, k := range sortedKeys(params) {
-		fmt.Fprintf(b, "| %s | %s |\n", mdText(k), mdText(params[k]))
+		fmt.Fprintf(b, "| %s | %s |\n", markdown.Text(k), markdown.Text(params[k]))
 	}
 	for _, k := range sortedKeys(daemon) {
-		fmt.Fprintf(b, "| daemon %s | %s |\n", mdText(k), mdText(daemon[k]))
+		fmt.Fprintf(b, "| daemon %s | %s |\n", markdown.Text(k), markdown.Text(daemon[k]))
 	}
 	b.WriteString("\n</details>\n\n")
 }
@@ -318,7 +319,7 @@ func writeMetricsTable(b *strings.Builder, r *bench.Result) {
 		if d.applies != nil && !d.applies(r) {
 			continue
 		}
-		fmt.Fprintf(b, "| %s | %s |\n", mdText(d.label+dagger(d.timing)), mdText(d.fmt(d.get(r))))
+		fmt.Fprintf(b, "| %s | %s |\n", markdown.Text(d.label+dagger(d.timing)), markdown.Text(d.fmt(d.get(r))))
 	}
 	b.WriteString("\n")
 }
@@ -361,7 +362,7 @@ func writeCallsTable(b *strings.Builder, r *bench.Result) {
 		b.WriteString("\n")
 	}
 	for _, a := range actions {
-		row(mdText(a), m.CallsByAction[a], m.WarmupCallsByAction[a])
+		row(markdown.Text(a), m.CallsByAction[a], m.WarmupCallsByAction[a])
 	}
 	row("**total**", totalCalls(m), sumCalls(m.WarmupCallsByAction))
 	b.WriteString("\n")
@@ -385,53 +386,4 @@ func dagger(timing bool) string {
 		return " †"
 	}
 	return ""
-}
-
-// mdText escapes s for Markdown text and table cells: characters that
-// would start formatting, links or HTML, and the cell separator.
-func mdText(s string) string {
-	var b strings.Builder
-	for _, c := range s {
-		switch c {
-		case '\\', '`', '*', '_', '[', ']', '<', '>', '|', '#':
-			b.WriteByte('\\')
-			b.WriteRune(c)
-		case '\n', '\r':
-			b.WriteByte(' ')
-		default:
-			b.WriteRune(c)
-		}
-	}
-	return b.String()
-}
-
-// mdCode makes s a code span usable inside a table cell: delimited by
-// more backticks than s contains in a row, with '|' escaped (GitHub
-// splits cells before parsing code spans).
-func mdCode(s string) string {
-	s = strings.NewReplacer("\n", " ", "\r", " ", "|", `\|`).Replace(s)
-	ticks := strings.Repeat("`", longestRun(s, '`')+1)
-	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
-		s = " " + s + " "
-	}
-	return ticks + s + ticks
-}
-
-// codeFence returns a fence longer than any backtick run in s.
-func codeFence(s string) string {
-	return strings.Repeat("`", max(3, longestRun(s, '`')+1))
-}
-
-// longestRun is the length of the longest run of c in s.
-func longestRun(s string, c rune) int {
-	best, n := 0, 0
-	for _, r := range s {
-		if r == c {
-			n++
-			best = max(best, n)
-		} else {
-			n = 0
-		}
-	}
-	return best
 }

@@ -1,7 +1,8 @@
 // Package fakecloudtest serves a fakecloud to the code under test for as
 // long as the test runs: its ECS/VPC API and one instance's metadata
 // service over HTTP on loopback (Start), or the API on loopback with the
-// instances as node namespaces of a VPC fabric (StartLab).
+// instances as node namespaces of a VPC fabric (StartLab). VPCClient
+// calls a served fakecloud through the real SDK.
 package fakecloudtest
 
 import (

@@ -2,11 +2,20 @@ package fakecloudtest
 
 import (
 	"io"
+	"os"
 	"strings"
 	"testing"
 
+	"github.com/aliyun/alibaba-cloud-sdk-go/services/vpc"
+
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/noproxy"
 )
+
+func TestMain(m *testing.M) {
+	noproxy.Unset()
+	os.Exit(m.Run())
+}
 
 // The metadata service answers for the instance Start was given.
 func TestStartServesMetadata(t *testing.T) {
@@ -20,5 +29,23 @@ func TestStartServesMetadata(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	if strings.TrimSpace(string(b)) != inst {
 		t.Fatalf("instance-id %q (%s), want %s", b, resp.Status, inst)
+	}
+}
+
+// VPCClient calls the API with the AccessKey it was given, through the
+// real SDK.
+func TestVPCClient(t *testing.T) {
+	spec := fakecloud.DefaultSpec()
+	spec.AccessKeys = []fakecloud.AccessKeySpec{{ID: "LTAIfakecloudtest", Secret: "secret"}}
+	s := Start(t, fakecloud.Options{Spec: &spec}, "")
+	resp, err := VPCClient(t, s.API.URL, "LTAIfakecloudtest", "secret").DescribeVSwitches(vpc.CreateDescribeVSwitchesRequest())
+	if err != nil {
+		t.Fatalf("DescribeVSwitches: %v", err)
+	}
+	if resp.TotalCount == 0 {
+		t.Error("no vSwitch described")
+	}
+	if _, err := VPCClient(t, s.API.URL, "LTAIfakecloudtest", "wrong").DescribeVSwitches(vpc.CreateDescribeVSwitchesRequest()); err == nil {
+		t.Fatal("a wrong secret was accepted")
 	}
 }

@@ -2,11 +2,13 @@
 // fitted to the data with "nice" ticks (1, 2 or 5 times a power of ten;
 // logarithmic for values spanning decades, such as latencies), up to ten
 // colour-blind-friendly lines and dashed ones past that, and a legend.
-// Long series are thinned to what the pixels can show. The output is
+// Long series are thinned to what the pixels can show. Bands shade spans
+// of X behind the lines (the time a fault was active), and Stack puts
+// several charts one above the other in one document. The output is
 // deterministic: the same chart always gives the same bytes, so rendered
 // charts can be committed and diffed. It has no dependency beyond the
-// standard library; the benchmark report (bench/report) draws its plots
-// with it.
+// standard library; the benchmark report (bench/report) and the chaos
+// report (lab/chaos/report) draw their plots with it.
 package linechart
 
 import (
@@ -27,6 +29,9 @@ type Chart struct {
 	XLabel, YLabel  string
 	// Lines are drawn in order, each in the next colour.
 	Lines []Line
+	// Bands are shaded behind the lines, each in the next light colour;
+	// the X axis covers them.
+	Bands []Band
 	// LogX marks an X axis of values that may span orders of magnitude,
 	// such as latencies: logarithmic when the data are positive and span
 	// at least two decades, otherwise linear without being forced to
@@ -44,6 +49,16 @@ type Line struct {
 	X, Y []float64
 }
 
+// Band is a span of X shaded across the plot's height, such as the time
+// a fault was active; bands may overlap. A band with a NaN or infinite
+// end is left out, and one of no width is drawn one pixel wide.
+type Band struct {
+	// Name is drawn at the band's top (shortened past 24 characters) and
+	// is its tooltip in full.
+	Name     string
+	From, To float64
+}
+
 // Layout of every chart, in pixels: 800×450 with the legend on the right,
 // wide enough for the longest action name (DescribeNetworkInterfaceAttribute).
 const (
@@ -57,6 +72,8 @@ const (
 	legendRow    = 18
 	legendMaxLen = 33 // runes of a legend label before it is shortened
 	titleMaxLen  = 72 // runes of the drawn title; the full one is the SVG's <title>
+	bandMaxLen   = 24 // runes of a band's label before it is shortened
+	bandRows     = 3  // label rows, so that labels of nearby bands do not overlap
 )
 
 // palette is Tableau 10, distinguishable for most colour-blind readers;
@@ -66,31 +83,69 @@ var palette = []string{
 	"#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",
 }
 
+// bandPalette is Tableau 20's light half: bands read as background to
+// the lines drawn over them.
+var bandPalette = []string{
+	"#a0cbe8", "#ffbe7d", "#ff9d9a", "#86bcb6", "#8cd17d",
+	"#f1ce63", "#d4a6c8", "#fabfd2", "#d7b5a6", "#d3d3d3",
+}
+
 // SVG draws c as an SVG document of 800×450 pixels. It uses only
 // fixed-precision numbers and ordered data, so the same chart always
 // gives the same bytes.
 func (c *Chart) SVG() []byte {
-	xa, ya := chartAxes(c)
 	var b bytes.Buffer
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
-		svgWidth, svgHeight, svgWidth, svgHeight)
-	b.WriteString("<title>" + esc(c.Title) + "</title>\n")
-	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", svgWidth, svgHeight)
-	fmt.Fprintf(&b, `<text x="%d" y="24" font-size="16" font-weight="bold" fill="#222222">%s</text>`+"\n", plotLeft, esc(shorten(c.Title, titleMaxLen)))
-	if c.Subtitle != "" {
-		fmt.Fprintf(&b, `<text x="%d" y="42" font-size="11" fill="#555555">%s</text>`+"\n", plotLeft, esc(c.Subtitle))
-	}
-	drawGrid(&b, &xa, &ya)
-	drawAxisLabels(&b, c)
-	for i, l := range c.Lines {
-		drawLine(&b, &xa, &ya, l, i)
-	}
-	drawLegend(&b, c.Lines)
+	openSVG(&b, c.Title, svgHeight)
+	c.draw(&b)
 	b.WriteString("</svg>\n")
 	return b.Bytes()
 }
 
-// chartAxes fits the axes to the finite data of every line.
+// Stack draws charts one above the other as one SVG document titled
+// title, each in a panel of 800×450 pixels with its own axes: give them
+// the same X data (and bands) to have their X axes line up. Like SVG, it
+// always gives the same bytes for the same charts.
+func Stack(title string, charts []Chart) []byte {
+	var b bytes.Buffer
+	openSVG(&b, title, len(charts)*svgHeight)
+	for i := range charts {
+		fmt.Fprintf(&b, `<svg y="%d" width="%d" height="%d">`+"\n", i*svgHeight, svgWidth, svgHeight)
+		b.WriteString("<title>" + esc(charts[i].Title) + "</title>\n")
+		charts[i].draw(&b)
+		b.WriteString("</svg>\n")
+	}
+	b.WriteString("</svg>\n")
+	return b.Bytes()
+}
+
+// openSVG starts a document svgWidth wide and height high, with its
+// title.
+func openSVG(b *bytes.Buffer, title string, height int) {
+	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
+		svgWidth, height, svgWidth, height)
+	b.WriteString("<title>" + esc(title) + "</title>\n")
+}
+
+// draw writes c's elements, from the background up, into the current
+// 800×450 viewport.
+func (c *Chart) draw(b *bytes.Buffer) {
+	xa, ya := chartAxes(c)
+	fmt.Fprintf(b, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", svgWidth, svgHeight)
+	fmt.Fprintf(b, `<text x="%d" y="24" font-size="16" font-weight="bold" fill="#222222">%s</text>`+"\n", plotLeft, esc(shorten(c.Title, titleMaxLen)))
+	if c.Subtitle != "" {
+		fmt.Fprintf(b, `<text x="%d" y="42" font-size="11" fill="#555555">%s</text>`+"\n", plotLeft, esc(c.Subtitle))
+	}
+	drawGrid(b, &xa, &ya)
+	drawBands(b, &xa, c.Bands)
+	drawAxisLabels(b, c)
+	for i, l := range c.Lines {
+		drawLine(b, &xa, &ya, l, i)
+	}
+	drawLegend(b, c.Lines)
+}
+
+// chartAxes fits the axes to the finite data of every line, and the X
+// axis to the bands too.
 func chartAxes(c *Chart) (axis, axis) {
 	xmin, xmax := math.Inf(1), math.Inf(-1)
 	ymin, ymax := math.Inf(1), math.Inf(-1)
@@ -104,8 +159,16 @@ func chartAxes(c *Chart) (axis, axis) {
 			ymin, ymax = math.Min(ymin, y), math.Max(ymax, y)
 		}
 	}
+	for _, band := range c.Bands {
+		if finite(band.From) && finite(band.To) {
+			xmin, xmax = math.Min(xmin, math.Min(band.From, band.To)), math.Max(xmax, math.Max(band.From, band.To))
+		}
+	}
 	if math.IsInf(xmin, 1) { // nothing finite to draw
-		xmin, xmax, ymin, ymax = 0, 1, 0, 1
+		xmin, xmax = 0, 1
+	}
+	if math.IsInf(ymin, 1) { // no line, perhaps bands
+		ymin, ymax = 0, 1
 	}
 	var xa axis
 	if c.LogX && xmin > 0 && xmax/xmin >= 100 {
@@ -139,6 +202,42 @@ func drawGrid(b *bytes.Buffer, xa, ya *axis) {
 		fmt.Fprintf(b, `<text x="%d" y="%s" text-anchor="end">%s</text>`+"\n", plotLeft-6, num(ya.pos(t)+4), esc(ya.label(t)))
 	}
 	b.WriteString("</g>\n")
+}
+
+// drawBands shades each band across the plot's height, with its name at
+// the top: left-aligned in the left half of the plot and right-aligned in
+// the right half, so that it stays inside the plot, and on one of
+// bandRows rows, so that labels of nearby bands do not overlap.
+func drawBands(b *bytes.Buffer, xa *axis, bands []Band) {
+	for i, band := range bands {
+		if !finite(band.From) || !finite(band.To) {
+			continue
+		}
+		x0, x1 := bandPixels(xa, band)
+		fmt.Fprintf(b, "<g><title>%s</title>\n", esc(band.Name))
+		fmt.Fprintf(b, `<rect x="%s" y="%d" width="%s" height="%d" fill="%s" fill-opacity="0.45"/>`+"\n",
+			num(x0), plotTop, num(max(x1-x0, 1)), plotBottom-plotTop, bandPalette[i%len(bandPalette)])
+		x, anchor := x0+3, "start"
+		if x0 > (plotLeft+plotRight)/2 {
+			x, anchor = max(x0, x1)-3, "end"
+		}
+		fmt.Fprintf(b, `<text x="%s" y="%d" font-size="10" fill="#444444" text-anchor="%s">%s</text>`+"\n",
+			num(x), plotTop+12+(i%bandRows)*12, anchor, esc(shorten(band.Name, bandMaxLen)))
+		b.WriteString("</g>\n")
+	}
+}
+
+// bandPixels returns the pixels of band's ends, in order, clamped to the
+// plot (a log axis cannot place values at or below zero).
+func bandPixels(xa *axis, band Band) (x0, x1 float64) {
+	pos := func(v float64) float64 {
+		if xa.log && v <= 0 {
+			return plotLeft
+		}
+		return min(max(xa.pos(v), plotLeft), plotRight)
+	}
+	x0, x1 = pos(band.From), pos(band.To)
+	return min(x0, x1), max(x0, x1)
 }
 
 // drawAxisLabels names the axes.

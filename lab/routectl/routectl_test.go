@@ -7,15 +7,12 @@ import (
 	"log/slog"
 	"maps"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/aliyun/alibaba-cloud-sdk-go/sdk"
-	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/requests"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/vpc"
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +22,7 @@ import (
 
 	"github.com/terway-sim/terway/daemon/backoff"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/fakecloudtest"
 	"github.com/terway-sim/terway/internal/noproxy"
 	"github.com/terway-sim/terway/internal/testwait"
 	"github.com/terway-sim/terway/lab/routectl"
@@ -74,24 +72,8 @@ func newEnv(t *testing.T, routeDelay time.Duration) *env {
 			t.Errorf("close fakecloud: %v", err)
 		}
 	})
-	u, _ := url.Parse(srv.URL)
-	cfg := sdk.NewConfig()
-	cfg.Scheme = "HTTP"
-	cfg.Timeout = 10 * time.Second
-	cfg.AutoRetry = false
-	sdkMu.Lock()
-	cl, err := vpc.NewClientWithOptions(fakecloud.DefaultRegion, cfg, credentials.NewAccessKeyCredential(testAK, testSecret))
-	sdkMu.Unlock()
-	if err != nil {
-		t.Fatalf("vpc client: %v", err)
-	}
-	cl.Domain = u.Host
-	return &env{t: t, cloud: c, url: srv.URL, vpc: cl}
+	return &env{t: t, cloud: c, url: srv.URL, vpc: fakecloudtest.VPCClient(t, srv.URL, testAK, testSecret)}
 }
-
-// sdkMu serialises SDK client construction in tests (the constructors
-// race on a package-level map).
-var sdkMu sync.Mutex
 
 // fastBackoff keeps every retry and poll in the tens of milliseconds.
 func fastBackoff() *backoff.Set {
