@@ -69,6 +69,7 @@ repository); later runs reuse it. Run as root.`,
 	pf.StringVar(&g.stateDir, "state-dir", "", "lab state directory (default "+cluster.DefaultStateRoot+"/<name>)")
 	root.AddCommand(newUpCommand(g), newDownCommand(g), newStatusCommand(g), newEnvCommand(g),
 		newAuditCommand(g), newDemoCommand(g), newTestCommand(g), newSuperviseCommand(g))
+	root.AddCommand(newChaosCommand(g))
 	return root
 }
 

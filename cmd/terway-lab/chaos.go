@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/terway-sim/terway/daemon/mode"
+	"github.com/terway-sim/terway/fakecloud/admin"
+	"github.com/terway-sim/terway/lab/audit"
+	"github.com/terway-sim/terway/lab/chaos"
+	"github.com/terway-sim/terway/lab/cluster"
+	"github.com/terway-sim/terway/lab/prereq"
+	"github.com/terway-sim/terway/lab/workload"
+)
+
+// chaosOptions are the flags of chaos.
+type chaosOptions struct {
+	plan    string
+	seed    int64
+	seedSet bool
+	out     string
+	dryRun  bool
+	list    bool
+	asJSON  bool
+}
+
+func newChaosCommand(g *globals) *cobra.Command {
+	o := &chaosOptions{}
+	cmd := &cobra.Command{
+		Use:   "chaos",
+		Short: "Apply a named, seeded fault plan to the running lab during a rollout, undo it, prove it fired",
+		Long: `chaos resolves a fault plan (a name from --list, or a JSON plan file) with a
+seed into a schedule — faults, targets, offsets, fakecloud's fault seeds —
+and applies it to the running lab while a rollout of the plan's pods runs:
+each step at its offset, undone at its end, every fault removed at the end
+also on failure or interruption. Then every step must have fired (fakecloud's
+accounting shows the injected outcomes; process and node steps say what they
+did), the pods must be Ready and the audit clean within the plan's limits.
+
+Every run prints its seed and plan first; --seed N --plan NAME replays the
+same schedule (outcomes can differ with timing). --dry-run prints the
+schedule and touches nothing (no lab needed).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.seedSet = cmd.Flags().Changed("seed")
+			return runChaos(cmd.Context(), g, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.plan, "plan", "", "plan name (see --list) or JSON plan file")
+	f.Int64Var(&o.seed, "seed", 0, "seed of the schedule (default: a random one, printed)")
+	f.StringVar(&o.out, "out", "", "directory for the run's schedule and result (default <repo>/.lab/chaos)")
+	f.BoolVar(&o.dryRun, "dry-run", false, "print the resolved schedule and stop; needs no lab")
+	f.BoolVar(&o.list, "list", false, "list the catalogue of plans and the fault kinds")
+	f.BoolVar(&o.asJSON, "json", false, "with --dry-run, print the schedule as JSON")
+	return cmd
+}
+
+func runChaos(ctx context.Context, g *globals, o *chaosOptions) error {
+	if o.list {
+		return writeCatalogue(g.stdout)
+	}
+	p, err := loadPlan(o.plan)
+	if err != nil {
+		return err
+	}
+	if !o.seedSet {
+		o.seed = rand.Int64()
+	}
+	// JSON goes alone to stdout, so the first line then goes to stderr.
+	head := g.stdout
+	if o.dryRun && o.asJSON {
+		head = g.stderr
+	}
+	printf(head, "chaos: plan %s, seed %d (replay: terway-lab chaos --plan %s --seed %d)\n", p.Name, o.seed, o.plan, o.seed)
+	s, err := chaos.Resolve(p, o.seed)
+	if err != nil {
+		return err
+	}
+	if o.dryRun {
+		if o.asJSON {
+			return s.WriteJSON(g.stdout)
+		}
+		return s.WriteText(g.stdout)
+	}
+	if err := s.WriteText(g.stdout); err != nil {
+		return err
+	}
+	st, err := cluster.ReadState(g.dir())
+	if err != nil {
+		return err
+	}
+	return chaosOnLab(ctx, g, st, s, o.out)
+}
+
+// loadPlan reads --plan: a catalogue name, or a file when it names one.
+func loadPlan(arg string) (chaos.Plan, error) {
+	if arg == "" {
+		return chaos.Plan{}, errors.New("--plan NAME or FILE is required (terway-lab chaos --list shows the plans)")
+	}
+	if strings.ContainsRune(arg, os.PathSeparator) || strings.HasSuffix(arg, ".json") {
+		return chaos.LoadPlan(arg)
+	}
+	return chaos.Lookup(arg)
+}
+
+// writeCatalogue lists the plans, then the kinds a plan file may use.
+func writeCatalogue(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PLAN\tKINDS\tPODS\tREADY\tAUDIT\tDESCRIPTION")
+	for _, p := range chaos.Catalogue() {
+		var ks []string
+		for _, s := range p.Steps {
+			ks = append(ks, string(s.Kind))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", p.Name, strings.Join(ks, ","), p.Workload.Pods,
+			p.Invariants.PodsReady.D(), p.Invariants.AuditClean.D(), p.Description)
+	}
+	fmt.Fprintln(tw, "\nKIND\tCLASS\tTARGETS (default first)\tPARAMS\tWHAT")
+	for _, k := range chaos.Kinds() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k, k.Class(), k.Targets(), strings.Join(k.Params(), ","), k.About())
+	}
+	return tw.Flush()
+}
+
+// labEngine wires the chaos engine to a running lab. It is the one place
+// to finish when fakecloud's admin client gains faults by name, settings,
+// vSwitch drain and instance operations (branch chaos-cloud) and the
+// supervisor its node and component control: then adminCloud loses its
+// errNotYet methods, Lab is set, the lab's operator AccessKey replaces
+// the account key below, and wiredKinds lists every kind.
+func labEngine(st *cluster.State, progress io.Writer) (*chaos.Engine, error) {
+	op, err := chaos.NewSDKOperator(chaos.OperatorOptions{Endpoint: st.FakecloudURL, Region: st.Region,
+		AccessKeyID: st.AccessKeyID, AccessKeySecret: st.AccessKeySecret})
+	if err != nil {
+		return nil, err
+	}
+	e := &chaos.Engine{Cloud: adminCloud{&admin.Client{URL: st.FakecloudURL, Token: st.AdminToken}}, Operator: op,
+		Progress: progress}
+	for _, n := range st.Nodes {
+		e.Nodes = append(e.Nodes, chaos.Node{Name: n.Name, InstanceID: n.InstanceID})
+	}
+	return e, nil
+}
+
+// wiredKinds are the kinds labEngine can apply today: out-of-band
+// operator actions need only the world and the call counters.
+var wiredKinds = map[chaos.Kind]bool{chaos.ENIDetachOOB: true, chaos.ENIDeleteOOB: true, chaos.IPUnassignOOB: true}
+
+// checkWired refuses a schedule with a kind labEngine cannot apply yet.
+func checkWired(s *chaos.Schedule) error {
+	for _, st := range s.Steps {
+		if !wiredKinds[st.Kind] {
+			return fmt.Errorf("step %s: %s against a lab is not yet available: it needs %s", st.Name, st.Kind, notYet(st.Kind))
+		}
+	}
+	return nil
+}
+
+func notYet(k chaos.Kind) string {
+	if k.Class() == chaos.ClassCloud {
+		return "fakecloud's admin API for faults, settings and vSwitches (branch chaos-cloud)"
+	}
+	return "the lab supervisor's node and component control"
+}
+
+// errNotYet is what adminCloud answers for admin operations fakecloud's
+// admin client does not have yet.
+var errNotYet = errors.New("not yet available in fakecloud's admin client (branch chaos-cloud)")
+
+// adminCloud is chaos.Cloud on fakecloud's admin client as it is today.
+type adminCloud struct{ *admin.Client }
+
+var _ chaos.Cloud = adminCloud{}
+
+func (adminCloud) AddFault(context.Context, chaos.Fault) (string, error) { return "", errNotYet }
+func (adminCloud) RemoveFault(context.Context, string) error             { return errNotYet }
+func (adminCloud) Faults(context.Context) ([]admin.FaultStatus, error)   { return nil, errNotYet }
+func (adminCloud) Settings(context.Context) (chaos.Settings, error) {
+	return chaos.Settings{}, errNotYet
+}
+func (adminCloud) UpdateSettings(context.Context, chaos.Settings) error { return errNotYet }
+func (adminCloud) DrainVSwitch(context.Context, string, int) error      { return errNotYet }
+func (adminCloud) RefillVSwitch(context.Context, string) error          { return errNotYet }
+
+// chaosOnLab runs the schedule on the lab during a rollout of the plan's
+// pods, then judges the invariants and writes the schedule and result.
+func chaosOnLab(ctx context.Context, g *globals, st *cluster.State, s *chaos.Schedule, out string) error {
+	if err := checkWired(s); err != nil {
+		return err
+	}
+	eng, err := labEngine(st, g.stdout)
+	if err != nil {
+		return err
+	}
+	kube, err := kubeClient(st)
+	if err != nil {
+		return err
+	}
+	w, err := workload.New(kube, workload.Spec{Namespace: "terway-chaos", Replicas: int32(s.Plan.Workload.Pods),
+		ExclusiveENI: st.Mode == mode.ENIOnly, Spread: true})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		_ = w.Delete(dctx)
+	}()
+	printf(g.stdout, "chaos: rollout of %d pods\n", s.Plan.Workload.Pods)
+	if err := w.Deploy(ctx); err != nil {
+		return err
+	}
+	res, runErr := eng.Run(ctx, s)
+	if res == nil {
+		return runErr
+	}
+	verdict := judge(ctx, g, st.AuditInput(kube), s, w)
+	return errors.Join(runErr, verdict, writeChaos(g, s, res, out))
+}
+
+// judge checks the plan's invariants after the faults: every pod Ready
+// within its limit, then (with the workload gone) the audit clean within
+// its limit.
+func judge(ctx context.Context, g *globals, in audit.Input, s *chaos.Schedule, w *workload.Workload) error {
+	inv := s.Plan.Invariants
+	rctx, cancel := context.WithTimeout(ctx, inv.PodsReady.D())
+	_, readyErr := w.WaitReady(rctx, s.Plan.Workload.Pods)
+	cancel()
+	if readyErr != nil {
+		readyErr = fmt.Errorf("invariant: pods not Ready within %s after the faults: %w", inv.PodsReady.D(), readyErr)
+	}
+	if err := w.Delete(ctx); err != nil {
+		return errors.Join(readyErr, err)
+	}
+	rep, err := audit.RunUntilClean(ctx, in, inv.AuditClean.D())
+	if err != nil {
+		return errors.Join(readyErr, err)
+	}
+	if !rep.Clean() {
+		_ = rep.WriteText(g.stdout)
+		err = fmt.Errorf("invariant: audit not clean within %s after the faults", inv.AuditClean.D())
+	}
+	return errors.Join(readyErr, err)
+}
+
+// writeChaos prints the result and writes schedule.json and result.json
+// under out/<plan>-<seed>.
+func writeChaos(g *globals, s *chaos.Schedule, res *chaos.Result, out string) error {
+	if err := res.WriteText(g.stdout); err != nil {
+		return err
+	}
+	if out == "" {
+		// .lab is git-ignored; outside the source tree, here will do.
+		repo, err := prereq.FindRepo(".")
+		if err != nil {
+			repo = "."
+		}
+		out = filepath.Join(repo, ".lab", "chaos")
+	}
+	dir := filepath.Join(out, fmt.Sprintf("%s-%d", s.Plan.Name, s.Seed))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for name, write := range map[string]func(io.Writer) error{"schedule.json": s.WriteJSON, "result.json": res.WriteJSON} {
+		if err := writeFile(filepath.Join(dir, name), write); err != nil {
+			return err
+		}
+	}
+	printf(g.stdout, "chaos: schedule and result written to %s\n", dir)
+	return nil
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = write(f)
+	return errors.Join(err, f.Close())
+}

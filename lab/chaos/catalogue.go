@@ -1,0 +1,94 @@
+package chaos
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/terway-sim/terway/fakecloud/admin"
+)
+
+// Catalogue returns the named plans, sorted by name: at least one per
+// fault kind, and a mix. Each runs a rollout of DefaultPods pods from the
+// schedule's start and states its invariants' time limits. The caller
+// owns the plans returned.
+func Catalogue() []Plan {
+	plans := []Plan{
+		plan("cloud-errors", "30% InternalError on the allocation path during the rollout", 2, 5,
+			step(CloudErrors, 5, 120, "", Params{})),
+		plan("lost-answers", "20% of allocation calls applied and answered with an error", 2, 5,
+			step(LostAnswers, 5, 120, "", Params{})),
+		plan("lost-answers-timeout", "10% of allocation calls applied and never answered", 3, 6,
+			step(LostAnswers, 5, 120, "", Params{Percent: 10, Lost: "timeout"})),
+		plan("slow-async", "attach and detach take 30s for three minutes", 3, 7,
+			step(SlowAsync, 0, 180, "", Params{})),
+		plan("throttle-storm", "allocation calls throttled to one a minute for three minutes", 3, 7,
+			step(ThrottleStorm, 5, 180, "", Params{})),
+		plan("vswitch-exhaustion", "every vSwitch runs dry mid-rollout for two minutes, then is refilled", 3, 6,
+			step(VSwitchExhaustion, 5, 120, "", Params{})),
+		plan("metadata-outage", "the metadata service answers 5xx on every node for a minute", 2, 5,
+			step(MetadataOutage, 5, 60, "", Params{})),
+		plan("metadata-hang", "the metadata service hangs on every node for a minute", 2, 5,
+			step(MetadataOutage, 5, 60, "", Params{Mode: "hang"})),
+		plan("metadata-stale", "the metadata service answers stale data for two minutes", 2, 5,
+			step(MetadataStale, 5, 120, "", Params{})),
+		plan("consistency", "new ENIs stay missing from Describe for 10s after Create", 2, 5,
+			step(Consistency, 0, 120, "", Params{Delay: admin.Duration(10 * time.Second)})),
+		plan("kill-terwayd", "terwayd killed with SIGKILL three times on a node during the rollout", 2, 5,
+			step(KillTerwayd, 5, 120, TargetRandomNode, Params{})),
+		plan("kill-terwayd-everywhere", "terwayd killed five times on every node during the rollout", 3, 6,
+			step(KillTerwayd, 5, 180, TargetAll, Params{Kills: 5})),
+		plan("restart-containerd", "a node's containerd down for 10s during the rollout", 2, 5,
+			step(RestartContainerd, 20, 60, TargetRandomNode, Params{})),
+		plan("restart-kubelet", "a node's kubelet down for 20s: DELs that never come, CNI GC cleans up", 3, 6,
+			step(RestartKubelet, 20, 60, TargetRandomNode, Params{Downtime: admin.Duration(20 * time.Second)})),
+		plan("restart-apiserver", "kube-apiserver down for 15s during the rollout", 2, 5,
+			step(RestartAPIServer, 20, 60, "", Params{Downtime: admin.Duration(15 * time.Second)})),
+		plan("node-stop-start", "a node's instance stopped for a minute after the rollout, then started", 3, 6,
+			step(NodeStopStart, 60, 60, TargetRandomNode, Params{})),
+		plan("node-release", "a node's instance released after the rollout: its pods rescheduled, its ENIs gone", 3, 6,
+			step(NodeRelease, 60, 120, TargetRandomNode, Params{})),
+		plan("eni-detach-oob", "an operator detaches a secondary ENI in use", 3, 5,
+			step(ENIDetachOOB, 60, 120, TargetRandomENI, Params{})),
+		plan("eni-delete-oob", "an operator detaches and deletes a secondary ENI in use", 3, 5,
+			step(ENIDeleteOOB, 60, 120, TargetRandomENI, Params{})),
+		plan("ip-unassign-oob", "an operator unassigns three secondary addresses", 3, 5,
+			step(IPUnassignOOB, 60, 120, TargetRandomENI, Params{Count: 3})),
+		plan("storm", "cloud errors, a throttling storm on AssignPrivateIpAddresses and terwayd kills together", 3, 7,
+			step(CloudErrors, 5, 120, "", Params{Percent: 20}),
+			step(ThrottleStorm, 30, 60, "", Params{Actions: []string{"AssignPrivateIpAddresses"}}),
+			step(KillTerwayd, 10, 120, TargetRandomNode, Params{Kills: 2})),
+	}
+	slices.SortFunc(plans, func(a, b Plan) int { return cmp.Compare(a.Name, b.Name) })
+	return plans
+}
+
+// Lookup returns the catalogue's plan called name.
+func Lookup(name string) (Plan, error) {
+	plans := Catalogue()
+	if i := slices.IndexFunc(plans, func(p Plan) bool { return p.Name == name }); i >= 0 {
+		return plans[i], nil
+	}
+	names := make([]string, len(plans))
+	for i, p := range plans {
+		names[i] = p.Name
+	}
+	return Plan{}, fmt.Errorf("no plan %q in the catalogue (plans: %s)", name, strings.Join(names, ", "))
+}
+
+// plan builds a catalogue plan of the default rollout; auditClean and
+// podsReady are in minutes.
+func plan(name, description string, auditClean, podsReady int, steps ...Step) Plan {
+	return Plan{Name: name, Description: description, Workload: Workload{Pods: DefaultPods},
+		Invariants: Invariants{AuditClean: admin.Duration(time.Duration(auditClean) * time.Minute),
+			PodsReady: admin.Duration(time.Duration(podsReady) * time.Minute)},
+		Steps: steps}
+}
+
+// step builds a catalogue step; start and duration are in seconds.
+func step(k Kind, start, duration int, target string, p Params) Step {
+	return Step{Kind: k, Start: admin.Duration(time.Duration(start) * time.Second),
+		Duration: admin.Duration(time.Duration(duration) * time.Second), Target: target, Params: p}
+}
