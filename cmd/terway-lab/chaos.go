@@ -133,19 +133,18 @@ func writeCatalogue(w io.Writer) error {
 	return tw.Flush()
 }
 
-// labEngine wires the chaos engine to a running lab. It is the one place
-// to finish when fakecloud's admin client gains faults by name, settings,
-// vSwitch drain and instance operations (branch chaos-cloud) and the
-// supervisor its node and component control: then adminCloud loses its
-// errNotYet methods, Lab is set, the lab's operator AccessKey replaces
-// the account key below, and wiredKinds lists every kind.
+// labEngine wires the chaos engine to a running lab: fakecloud's admin
+// client is its Cloud. It is the one place to finish when the supervisor
+// gains its node and component control: then Lab is set, the lab's
+// operator AccessKey replaces the account key below, and wiredKinds
+// lists every kind.
 func labEngine(st *cluster.State, progress io.Writer) (*chaos.Engine, error) {
 	op, err := chaos.NewSDKOperator(chaos.OperatorOptions{Endpoint: st.FakecloudURL, Region: st.Region,
 		AccessKeyID: st.AccessKeyID, AccessKeySecret: st.AccessKeySecret})
 	if err != nil {
 		return nil, err
 	}
-	e := &chaos.Engine{Cloud: adminCloud{&admin.Client{URL: st.FakecloudURL, Token: st.AdminToken}}, Operator: op,
+	e := &chaos.Engine{Cloud: &admin.Client{URL: st.FakecloudURL, Token: st.AdminToken}, Operator: op,
 		Progress: progress}
 	for _, n := range st.Nodes {
 		e.Nodes = append(e.Nodes, chaos.Node{Name: n.Name, InstanceID: n.InstanceID})
@@ -173,25 +172,6 @@ func notYet(k chaos.Kind) string {
 	}
 	return "the lab supervisor's node and component control"
 }
-
-// errNotYet is what adminCloud answers for admin operations fakecloud's
-// admin client does not have yet.
-var errNotYet = errors.New("not yet available in fakecloud's admin client (branch chaos-cloud)")
-
-// adminCloud is chaos.Cloud on fakecloud's admin client as it is today.
-type adminCloud struct{ *admin.Client }
-
-var _ chaos.Cloud = adminCloud{}
-
-func (adminCloud) AddFault(context.Context, chaos.Fault) (string, error) { return "", errNotYet }
-func (adminCloud) RemoveFault(context.Context, string) error             { return errNotYet }
-func (adminCloud) Faults(context.Context) ([]admin.FaultStatus, error)   { return nil, errNotYet }
-func (adminCloud) Settings(context.Context) (chaos.Settings, error) {
-	return chaos.Settings{}, errNotYet
-}
-func (adminCloud) UpdateSettings(context.Context, chaos.Settings) error { return errNotYet }
-func (adminCloud) DrainVSwitch(context.Context, string, int) error      { return errNotYet }
-func (adminCloud) RefillVSwitch(context.Context, string) error          { return errNotYet }
 
 // chaosOnLab runs the schedule on the lab during a rollout of the plan's
 // pods, then judges the invariants and writes the schedule and result.

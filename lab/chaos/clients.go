@@ -10,15 +10,16 @@ import (
 
 // Cloud is what the engine needs of fakecloud's admin API: faults,
 // settings, vSwitch drain and refill, and the world and call accounting
-// it chooses targets from and proves faults with.
+// it chooses targets from and proves faults with. *admin.Client is one.
 type Cloud interface {
-	AddFault(ctx context.Context, f Fault) (string, error)
+	AddFault(ctx context.Context, f admin.Fault) (string, error)
 	RemoveFault(ctx context.Context, name string) error
 	Faults(ctx context.Context) ([]admin.FaultStatus, error)
-	Settings(ctx context.Context) (Settings, error)
-	// UpdateSettings merges the fields set in s onto the current
-	// settings (and the keys of its maps onto the current maps).
-	UpdateSettings(ctx context.Context, s Settings) error
+	Settings(ctx context.Context) (admin.Settings, error)
+	// UpdateSettings replaces the settings partial names by their JSON
+	// keys, each whole (a map too), so that writing back what was read
+	// restores it exactly.
+	UpdateSettings(ctx context.Context, partial map[string]any) (admin.Settings, error)
 	// DrainVSwitch takes the vSwitch's free addresses away but leave.
 	DrainVSwitch(ctx context.Context, id string, leave int) error
 	// RefillVSwitch gives back what DrainVSwitch took.
@@ -27,45 +28,10 @@ type Cloud interface {
 	Calls(ctx context.Context) ([]admin.CallStat, error)
 }
 
-// Fault is a fakecloud fault as the engine installs it: admin.Fault with
-// the fields branch chaos-cloud adds to it (Service, Seed). Once that
-// branch is merged, this becomes admin.Fault.
-type Fault struct {
-	admin.Fault
-	// Service is "" (the ECS/VPC API) or ServiceMetadata.
-	Service string `json:"service,omitempty"`
-	// Seed decides which calls the fault hits, instead of fakecloud's own
-	// seed, so that a schedule replays its faults.
-	Seed int64 `json:"seed,omitempty"`
-}
-
-// ServiceMetadata is Fault.Service for the metadata service.
-const ServiceMetadata = "metadata"
-
-// FaultStale is the fault kind of stale metadata answers (added to
-// fakecloud/admin by branch chaos-cloud).
-const FaultStale = "stale"
-
-// Settings are the part of fakecloud's settings the engine changes. In
-// an update, nil and empty fields are left as they are.
-type Settings struct {
-	AttachDelay *admin.Duration `json:"attachDelay,omitempty"`
-	DetachDelay *admin.Duration `json:"detachDelay,omitempty"`
-	// ThrottleWindow is the length of a throttle window (world time is
-	// not applied to it).
-	ThrottleWindow *admin.Duration `json:"throttleWindow,omitempty"`
-	// Throttle is the budget per action per window; key "*" is the
-	// default; 0 means unlimited.
-	Throttle map[string]int `json:"throttle,omitempty"`
-	// ThrottleCodes is what a throttled call answers, per action ("*":
-	// default).
-	ThrottleCodes map[string]string `json:"throttleCodes,omitempty"`
-	// ExhaustionCode is what a dry vSwitch answers.
-	ExhaustionCode string `json:"exhaustionCode,omitempty"`
-}
+var _ Cloud = (*admin.Client)(nil)
 
 // budget is the throttle budget of action under s.
-func (s Settings) budget(action string) int {
+func budget(s admin.Settings, action string) int {
 	if n, ok := s.Throttle[action]; ok {
 		return n
 	}
@@ -73,7 +39,7 @@ func (s Settings) budget(action string) int {
 }
 
 // throttleCode is what a throttled call of action answers under s.
-func (s Settings) throttleCode(action string) string {
+func throttleCode(s admin.Settings, action string) string {
 	if c, ok := s.ThrottleCodes[action]; ok && c != "" {
 		return c
 	}
@@ -84,7 +50,7 @@ func (s Settings) throttleCode(action string) string {
 }
 
 // exhaustionCode is what a dry vSwitch answers under s.
-func (s Settings) exhaustionCode() string {
+func exhaustionCode(s admin.Settings) string {
 	if s.ExhaustionCode != "" {
 		return s.ExhaustionCode
 	}

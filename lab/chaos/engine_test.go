@@ -45,14 +45,8 @@ func (e *testEngine) checkRestored(t *testing.T) {
 	if len(c.faults) != 0 || len(c.drained) != 0 {
 		t.Errorf("left behind: faults %v, drained vSwitches %v", c.faults, c.drained)
 	}
-	want := newFakeCloud().settings
-	if c.settings.AttachDelay.D() != want.AttachDelay.D() || c.settings.DetachDelay.D() != want.DetachDelay.D() {
-		t.Errorf("delays %s/%s, want %s", c.settings.AttachDelay.D(), c.settings.DetachDelay.D(), want.AttachDelay.D())
-	}
-	for a, n := range c.settings.Throttle {
-		if n != want.budget(a) {
-			t.Errorf("throttle %s = %d, want %d", a, n, want.budget(a))
-		}
+	if want := newFakeCloud().settings; !reflect.DeepEqual(c.settings, want) {
+		t.Errorf("settings after the run %+v, want exactly %+v", c.settings, want)
 	}
 	stops := 0
 	for _, l := range e.lab.log {

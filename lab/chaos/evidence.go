@@ -82,13 +82,13 @@ func (st *stepRun) match() callMatch {
 		m := callMatch{actions: actions}
 		// "*" is also the settings' key of the default code.
 		for _, a := range p.Actions {
-			if code := st.settings.throttleCode(a); !slices.Contains(m.outcomes, code) {
+			if code := throttleCode(st.settings, a); !slices.Contains(m.outcomes, code) {
 				m.outcomes = append(m.outcomes, code)
 			}
 		}
 		return m
 	case VSwitchExhaustion:
-		return callMatch{outcomes: []string{st.settings.exhaustionCode()}}
+		return callMatch{outcomes: []string{exhaustionCode(st.settings)}}
 	}
 	return callMatch{}
 }

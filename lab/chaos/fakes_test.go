@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -17,9 +18,9 @@ import (
 // place answered with its outcome, and the outcomes of changed settings
 // and drained vSwitches, unless quiet.
 type fakeCloud struct {
-	faults   map[string]Fault
+	faults   map[string]admin.Fault
 	held     int
-	settings Settings
+	settings admin.Settings
 	drained  map[string]int
 	calls    map[admin.CallStat]int64
 	world    admin.WorldView
@@ -41,8 +42,8 @@ func newFakeCloud() *fakeCloud {
 		return e
 	}
 	return &fakeCloud{
-		faults: map[string]Fault{}, held: 2, drained: map[string]int{}, calls: map[admin.CallStat]int64{},
-		settings: Settings{AttachDelay: &d, DetachDelay: &d, ThrottleWindow: &win,
+		faults: map[string]admin.Fault{}, held: 2, drained: map[string]int{}, calls: map[admin.CallStat]int64{},
+		settings: admin.Settings{AttachDelay: d, DetachDelay: d, ThrottleWindow: win,
 			Throttle: map[string]int{"*": 1200, "AttachNetworkInterface": 600}},
 		world: admin.WorldView{
 			VSwitches: []admin.VSwitchView{{ID: "vsw-2"}, {ID: "vsw-1"}},
@@ -58,7 +59,7 @@ var testNodes = []Node{{Name: "lab-2", InstanceID: "i-2"}, {Name: "lab-1", Insta
 
 func (c *fakeCloud) record(format string, a ...any) { c.log = append(c.log, fmt.Sprintf(format, a...)) }
 
-func (c *fakeCloud) AddFault(_ context.Context, f Fault) (string, error) {
+func (c *fakeCloud) AddFault(_ context.Context, f admin.Fault) (string, error) {
 	switch f.Name {
 	case c.panicAdd:
 		panic("fake AddFault panics")
@@ -79,7 +80,7 @@ func (c *fakeCloud) RemoveFault(_ context.Context, name string) error {
 func (c *fakeCloud) Faults(context.Context) ([]admin.FaultStatus, error) {
 	var out []admin.FaultStatus
 	for _, f := range c.faults {
-		s := admin.FaultStatus{Fault: f.Fault}
+		s := admin.FaultStatus{Fault: f}
 		if f.Kind == admin.FaultPause && !c.quiet {
 			s.Held = c.held
 		}
@@ -88,22 +89,36 @@ func (c *fakeCloud) Faults(context.Context) ([]admin.FaultStatus, error) {
 	return out, nil
 }
 
-func (c *fakeCloud) Settings(context.Context) (Settings, error) {
+func (c *fakeCloud) Settings(context.Context) (admin.Settings, error) {
 	s := c.settings
 	s.Throttle = maps.Clone(s.Throttle)
 	return s, nil
 }
 
-func (c *fakeCloud) UpdateSettings(_ context.Context, s Settings) error {
-	if s.AttachDelay != nil {
-		c.settings.AttachDelay = s.AttachDelay
+// UpdateSettings replaces each key of partial whole, as fakecloud does,
+// through the settings' JSON.
+func (c *fakeCloud) UpdateSettings(_ context.Context, partial map[string]any) (admin.Settings, error) {
+	merged := map[string]any{}
+	for _, v := range []any{c.settings, partial} {
+		b, err := json.Marshal(v)
+		if err == nil {
+			err = json.Unmarshal(b, &merged)
+		}
+		if err != nil {
+			return admin.Settings{}, err
+		}
 	}
-	if s.DetachDelay != nil {
-		c.settings.DetachDelay = s.DetachDelay
+	b, err := json.Marshal(merged)
+	if err != nil {
+		return admin.Settings{}, err
 	}
-	maps.Copy(c.settings.Throttle, s.Throttle)
+	var s admin.Settings
+	if err := json.Unmarshal(b, &s); err != nil {
+		return admin.Settings{}, err
+	}
+	c.settings = s
 	c.record("settings attach=%s throttle=%v", c.settings.AttachDelay.D(), c.settings.Throttle)
-	return nil
+	return s, nil
 }
 
 func (c *fakeCloud) DrainVSwitch(_ context.Context, id string, leave int) error {

@@ -47,7 +47,7 @@ type ScheduledStep struct {
 	Params Params `json:"params"`
 	// Faults are the fakecloud faults the step installs; Caller is set
 	// when the step starts, from its target.
-	Faults []Fault `json:"faults,omitempty"`
+	Faults []admin.Fault `json:"faults,omitempty"`
 	// Moments are when a process kind kills, from the schedule's start.
 	Moments []admin.Duration `json:"moments,omitempty"`
 }
@@ -117,10 +117,10 @@ func (s *Schedule) resolveStep(i int, st Step) ScheduledStep {
 }
 
 // stepFaults are the fakecloud faults of a cloud step, unnamed.
-func stepFaults(s ScheduledStep) []Fault {
+func stepFaults(s ScheduledStep) []admin.Fault {
 	p := s.Params
 	prob := p.Percent / 100
-	var out []Fault
+	var out []admin.Fault
 	perAction := func(kind string) {
 		for _, a := range p.Actions {
 			f := admin.Fault{Kind: kind, Probability: prob, Code: p.Code}
@@ -130,7 +130,7 @@ func stepFaults(s ScheduledStep) []Fault {
 			if kind == admin.FaultLostResponse {
 				f.Lost = p.Lost
 			}
-			out = append(out, Fault{Fault: f})
+			out = append(out, f)
 		}
 	}
 	switch s.Kind {
@@ -139,15 +139,17 @@ func stepFaults(s ScheduledStep) []Fault {
 	case LostAnswers:
 		perAction(admin.FaultLostResponse)
 	case Consistency:
-		out = append(out, Fault{Fault: admin.Fault{Kind: admin.FaultConsistency, Action: "CreateNetworkInterface", Latency: p.Delay}})
+		out = append(out, admin.Fault{Kind: admin.FaultConsistency, Action: "CreateNetworkInterface", Latency: p.Delay})
 	case MetadataOutage:
-		f := admin.Fault{Kind: admin.FaultError, Probability: prob, Status: 500, Code: "InternalError"}
+		// The metadata service answers a failure with its HTML page for
+		// the status: a code would mean nothing there.
+		f := admin.Fault{Kind: admin.FaultError, Service: admin.ServiceMetadata, Probability: prob, Status: 500}
 		if p.Mode == "hang" {
-			f = admin.Fault{Kind: admin.FaultPause, Probability: prob, Step: admin.StepBefore}
+			f = admin.Fault{Kind: admin.FaultPause, Service: admin.ServiceMetadata, Probability: prob, Step: admin.StepBefore}
 		}
-		out = append(out, Fault{Fault: f, Service: ServiceMetadata})
+		out = append(out, f)
 	case MetadataStale:
-		out = append(out, Fault{Fault: admin.Fault{Kind: FaultStale, Probability: prob}, Service: ServiceMetadata})
+		out = append(out, admin.Fault{Kind: admin.FaultStale, Service: admin.ServiceMetadata, Probability: prob})
 	}
 	return out
 }

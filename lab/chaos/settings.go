@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -25,9 +26,9 @@ func readSettings(ctx context.Context, r *run, st *stepRun) error {
 }
 
 // changeSettings saves restore, then applies change.
-func changeSettings(ctx context.Context, r *run, st *stepRun, change, restore Settings) error {
-	st.restore = &restore
-	if err := r.e.Cloud.UpdateSettings(ctx, change); err != nil {
+func changeSettings(ctx context.Context, r *run, st *stepRun, change, restore map[string]any) error {
+	st.restore = restore
+	if _, err := r.e.Cloud.UpdateSettings(ctx, change); err != nil {
 		return fmt.Errorf("update settings: %w", err)
 	}
 	return nil
@@ -39,41 +40,37 @@ func applySlowAsync(ctx context.Context, r *run, st *stepRun) (string, error) {
 	if err := readSettings(ctx, r, st); err != nil {
 		return "", err
 	}
-	cur := st.settings
-	if cur.AttachDelay == nil || cur.DetachDelay == nil {
-		return "", errors.New("fakecloud's settings carry no attachDelay or detachDelay to restore")
-	}
-	d := st.Params.Delay
-	restore := Settings{AttachDelay: cur.AttachDelay, DetachDelay: cur.DetachDelay}
-	if err := changeSettings(ctx, r, st, Settings{AttachDelay: &d, DetachDelay: &d}, restore); err != nil {
+	cur, d := st.settings, st.Params.Delay
+	change := map[string]any{"attachDelay": d, "detachDelay": d}
+	restore := map[string]any{"attachDelay": cur.AttachDelay, "detachDelay": cur.DetachDelay}
+	if err := changeSettings(ctx, r, st, change, restore); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("attach and detach delays %s (were %s, %s)", d.D(), cur.AttachDelay.D(), cur.DetachDelay.D()), nil
 }
 
-// applyThrottle cuts the budgets of the step's actions.
+// applyThrottle cuts the budgets of the step's actions. The whole map
+// read before is what the undo writes back, so actions that had only the
+// default budget get no budget of their own afterwards.
 func applyThrottle(ctx context.Context, r *run, st *stepRun) (string, error) {
 	st.resolved = "account"
 	if err := readSettings(ctx, r, st); err != nil {
 		return "", err
 	}
-	change, restore := Settings{Throttle: map[string]int{}}, Settings{Throttle: map[string]int{}}
+	cut := maps.Clone(st.settings.Throttle)
+	if cut == nil {
+		cut = map[string]int{}
+	}
 	var was []string
 	for _, a := range st.Params.Actions {
-		change.Throttle[a] = st.Params.Budget
-		// An action without a budget of its own had the default; giving
-		// it the default's value back restores its behaviour.
-		restore.Throttle[a] = st.settings.budget(a)
-		was = append(was, fmt.Sprintf("%s %d", a, restore.Throttle[a]))
+		cut[a] = st.Params.Budget
+		was = append(was, fmt.Sprintf("%s %d", a, budget(st.settings, a)))
 	}
-	if err := changeSettings(ctx, r, st, change, restore); err != nil {
+	restore := map[string]any{"throttle": st.settings.Throttle}
+	if err := changeSettings(ctx, r, st, map[string]any{"throttle": cut}, restore); err != nil {
 		return "", err
 	}
-	window := "the throttle window"
-	if w := st.settings.ThrottleWindow; w != nil {
-		window = w.D().String()
-	}
-	return fmt.Sprintf("budget %d per %s (was %s)", st.Params.Budget, window, strings.Join(was, ", ")), nil
+	return fmt.Sprintf("budget %d per %s (was %s)", st.Params.Budget, st.settings.ThrottleWindow.D(), strings.Join(was, ", ")), nil
 }
 
 // restoreSettings undoes a settings change.
@@ -82,7 +79,7 @@ func restoreSettings(ctx context.Context, r *run, st *stepRun) (string, error) {
 	if st.restore == nil {
 		return "nothing to restore", cerr
 	}
-	if err := r.e.Cloud.UpdateSettings(ctx, *st.restore); err != nil {
+	if _, err := r.e.Cloud.UpdateSettings(ctx, st.restore); err != nil {
 		return "", errors.Join(cerr, fmt.Errorf("restore settings: %w", err))
 	}
 	st.restore = nil

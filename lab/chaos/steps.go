@@ -29,8 +29,8 @@ type stepRun struct {
 	counted       bool
 	// settings are fakecloud's settings when the step started; restore
 	// is the update that undoes the step's change.
-	settings Settings
-	restore  *Settings
+	settings admin.Settings
+	restore  map[string]any
 	// drained are the vSwitches drained; stopped the node stopped.
 	drained []string
 	stopped string
@@ -182,7 +182,7 @@ func readCallsAfter(ctx context.Context, r *run, st *stepRun) error {
 func (r *run) sampleHeld(ctx context.Context) {
 	var hanging []*stepRun
 	for _, st := range r.steps {
-		if st.applied && !st.undone && slices.ContainsFunc(st.Faults, func(f Fault) bool { return f.Kind == admin.FaultPause }) {
+		if st.applied && !st.undone && slices.ContainsFunc(st.Faults, func(f admin.Fault) bool { return f.Kind == admin.FaultPause }) {
 			hanging = append(hanging, st)
 		}
 	}
@@ -209,7 +209,7 @@ func proveFaults(r *run, st *stepRun) (int64, string) {
 	switch {
 	case st.Kind == MetadataOutage && p.Mode == "hang":
 		return int64(st.held), fmt.Sprintf("at most %d metadata requests held at once", st.held)
-	case st.Service() == ServiceMetadata:
+	case st.Service() == admin.ServiceMetadata:
 		return 0, "fakecloud does not account metadata answers yet, so nothing proves this fault fired"
 	}
 	return proveCalls(r, st)
