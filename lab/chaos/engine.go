@@ -27,9 +27,6 @@ type Engine struct {
 	Clock clock.Clock
 	// Progress receives one line per event; nil discards them.
 	Progress io.Writer
-	// SampleEvery is how often held calls of hanging faults are counted
-	// (0: a second).
-	SampleEvery time.Duration
 	// CleanupTimeout bounds the undo of what is still applied when a run
 	// ends early (0: two minutes).
 	CleanupTimeout time.Duration
@@ -167,23 +164,17 @@ func (r *run) play(ctx context.Context) error {
 	return nil
 }
 
-// waitUntil sleeps until offset at, counting held calls meanwhile.
+// waitUntil sleeps until offset at.
 func (r *run) waitUntil(ctx context.Context, at time.Duration) error {
-	every := r.e.SampleEvery
-	if every <= 0 {
-		every = time.Second
+	left := at - r.clock.Since(r.start)
+	if left <= 0 {
+		return nil
 	}
-	for {
-		left := at - r.clock.Since(r.start)
-		if left <= 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("chaos run %s stopped at +%s: %w", r.s.Run, r.since().D(), ctx.Err())
-		case <-r.clock.After(min(left, every)):
-			r.sampleHeld(ctx)
-		}
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("chaos run %s stopped at +%s: %w", r.s.Run, r.since().D(), ctx.Err())
+	case <-r.clock.After(left):
+		return nil
 	}
 }
 
@@ -206,7 +197,6 @@ func (r *run) undo(ctx context.Context, st *stepRun) error {
 		return nil
 	}
 	st.undone, st.to = true, r.since()
-	r.sampleHeld(ctx)
 	h := handlers[st.Kind]
 	if h.undo == nil {
 		return nil

@@ -13,8 +13,6 @@ type callMatch struct {
 	// actions nil means any action.
 	actions  []string
 	outcomes []string
-	// caller "" means any caller; else an instance ID or AccessKey ID.
-	caller string
 }
 
 // count sums the matching counters.
@@ -25,9 +23,6 @@ func (m callMatch) count(calls []admin.CallStat) int64 {
 			continue
 		}
 		if !slices.Contains(m.outcomes, c.Outcome) {
-			continue
-		}
-		if m.caller != "" && c.InstanceID != m.caller && c.AccessKeyID != m.caller {
 			continue
 		}
 		n += c.Count
@@ -50,15 +45,11 @@ func (m callMatch) String() string {
 	if m.actions != nil {
 		actions = strings.Join(m.actions, ", ")
 	}
-	who := ""
-	if m.caller != "" {
-		who = " by " + m.caller
-	}
-	return fmt.Sprintf("calls of %s%s answered %s", actions, who, strings.Join(m.outcomes, " or "))
+	return fmt.Sprintf("calls of %s answered %s", actions, strings.Join(m.outcomes, " or "))
 }
 
-// match is the call accounting that proves a step of a call-counted
-// kind fired.
+// match is the call accounting that proves a settings or vSwitch step
+// fired; fault steps are proven by their faults' own counters.
 func (st *stepRun) match() callMatch {
 	p := st.Params
 	actions := p.Actions
@@ -66,16 +57,6 @@ func (st *stepRun) match() callMatch {
 		actions = nil
 	}
 	switch st.Kind {
-	case CloudErrors:
-		return callMatch{actions: actions, outcomes: []string{p.Code}, caller: st.caller}
-	case LostAnswers:
-		outcome := p.Code
-		if p.Lost == "timeout" {
-			outcome = "LostResponse.Timeout"
-		}
-		return callMatch{actions: actions, outcomes: []string{outcome}, caller: st.caller}
-	case Consistency:
-		return callMatch{actions: []string{"CreateNetworkInterface"}, outcomes: []string{admin.OutcomeSuccess}, caller: st.caller}
 	case SlowAsync:
 		return callMatch{actions: []string{"AttachNetworkInterface", "DetachNetworkInterface"}, outcomes: []string{admin.OutcomeSuccess}}
 	case ThrottleStorm:

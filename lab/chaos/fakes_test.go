@@ -13,13 +13,13 @@ import (
 	"github.com/terway-sim/terway/fakecloud/admin"
 )
 
-// fakeCloud is an in-memory Cloud; only Run's goroutine calls it. Each read of the call counters adds
-// the calls a busy daemon would have made meanwhile: one per fault in
-// place answered with its outcome, and the outcomes of changed settings
-// and drained vSwitches, unless quiet.
+// fakeCloud is an in-memory Cloud; only Run's goroutine calls it. Each
+// read adds what a busy daemon would have done meanwhile, unless quiet:
+// one hit on every fault in place (Faults), the outcomes of changed
+// settings and drained vSwitches (Calls).
 type fakeCloud struct {
 	faults   map[string]admin.Fault
-	held     int
+	fired    map[string]int64
 	settings admin.Settings
 	drained  map[string]int
 	calls    map[admin.CallStat]int64
@@ -42,7 +42,7 @@ func newFakeCloud() *fakeCloud {
 		return e
 	}
 	return &fakeCloud{
-		faults: map[string]admin.Fault{}, held: 2, drained: map[string]int{}, calls: map[admin.CallStat]int64{},
+		faults: map[string]admin.Fault{}, fired: map[string]int64{}, drained: map[string]int{}, calls: map[admin.CallStat]int64{},
 		settings: admin.Settings{AttachDelay: d, DetachDelay: d, ThrottleWindow: win,
 			Throttle: map[string]int{"*": 1200, "AttachNetworkInterface": 600}},
 		world: admin.WorldView{
@@ -80,11 +80,10 @@ func (c *fakeCloud) RemoveFault(_ context.Context, name string) error {
 func (c *fakeCloud) Faults(context.Context) ([]admin.FaultStatus, error) {
 	var out []admin.FaultStatus
 	for _, f := range c.faults {
-		s := admin.FaultStatus{Fault: f}
-		if f.Kind == admin.FaultPause && !c.quiet {
-			s.Held = c.held
+		if !c.quiet {
+			c.fired[f.Name]++
 		}
-		out = append(out, s)
+		out = append(out, admin.FaultStatus{Fault: f, Fired: c.fired[f.Name]})
 	}
 	return out, nil
 }
@@ -155,24 +154,6 @@ func (c *fakeCloud) Calls(context.Context) ([]admin.CallStat, error) {
 func (c *fakeCloud) traffic() {
 	hit := func(action, caller, outcome string) {
 		c.calls[admin.CallStat{Action: action, InstanceID: caller, Outcome: outcome}]++
-	}
-	for _, f := range c.faults {
-		action := f.Action
-		if action == "" {
-			action = "AssignPrivateIpAddresses"
-		}
-		switch f.Kind {
-		case admin.FaultError:
-			hit(action, f.Caller, f.Code)
-		case admin.FaultLostResponse:
-			outcome := f.Code
-			if f.Lost == "timeout" {
-				outcome = "LostResponse.Timeout"
-			}
-			hit(action, f.Caller, outcome)
-		case admin.FaultConsistency:
-			hit(action, f.Caller, admin.OutcomeSuccess)
-		}
 	}
 	if c.settings.AttachDelay.D() > 10*time.Second {
 		hit("AttachNetworkInterface", "i-1", admin.OutcomeSuccess)

@@ -132,5 +132,7 @@ func chooseVSwitches(vsws []admin.VSwitchView, st *stepRun) ([]string, error) {
 
 // refillVSwitches gives back what drainVSwitches took.
 func refillVSwitches(ctx context.Context, r *run, st *stepRun) (string, error) {
-	return undoEach(ctx, r, st, &st.drained, "refill", func(id string) error { return r.e.Cloud.RefillVSwitch(ctx, id) })
+	cerr := readCallsAfter(ctx, r, st)
+	detail, err := undoEach(st, &st.drained, "refill", func(id string) error { return r.e.Cloud.RefillVSwitch(ctx, id) })
+	return detail, errors.Join(cerr, err)
 }

@@ -24,7 +24,8 @@ type stepRun struct {
 	caller    string
 	installed []string
 	// before and after are fakecloud's call counters around the step;
-	// counted says after was read.
+	// counted says after, or for a fault step its faults' counters, was
+	// read.
 	before, after []admin.CallStat
 	counted       bool
 	// settings are fakecloud's settings when the step started; restore
@@ -34,8 +35,6 @@ type stepRun struct {
 	// drained are the vSwitches drained; stopped the node stopped.
 	drained []string
 	stopped string
-	// held is the most calls a hanging fault was seen to hold.
-	held int
 	// done counts kills, nodes, ENIs or addresses acted on; did says
 	// what, or why nothing.
 	done int64
@@ -129,10 +128,6 @@ func applyFaults(ctx context.Context, r *run, st *stepRun) (string, error) {
 		}
 		st.nodes, st.caller, st.resolved = nodes, nodes[0].InstanceID, nodes[0].Name
 	}
-	var err error
-	if st.before, err = r.e.Cloud.Calls(ctx); err != nil {
-		return "", fmt.Errorf("read call counters: %w", err)
-	}
 	for _, f := range st.Faults {
 		f.Caller = st.caller
 		name, err := r.e.Cloud.AddFault(ctx, f)
@@ -144,15 +139,17 @@ func applyFaults(ctx context.Context, r *run, st *stepRun) (string, error) {
 	return fmt.Sprintf("faults %s for %s", strings.Join(st.installed, ", "), st.resolved), nil
 }
 
-// removeFaults removes what applyFaults installed.
+// removeFaults reads how many calls the step's faults hit, then removes
+// them.
 func removeFaults(ctx context.Context, r *run, st *stepRun) (string, error) {
-	return undoEach(ctx, r, st, &st.installed, "remove fault", func(name string) error { return r.e.Cloud.RemoveFault(ctx, name) })
+	ferr := readFired(ctx, r, st)
+	detail, err := undoEach(st, &st.installed, "remove fault", func(name string) error { return r.e.Cloud.RemoveFault(ctx, name) })
+	return detail, errors.Join(ferr, err)
 }
 
-// undoEach reads the call counters the proof compares, then undoes each
-// of *items, leaving there those it failed on.
-func undoEach(ctx context.Context, r *run, st *stepRun, items *[]string, what string, undo func(string) error) (string, error) {
-	errs := []error{readCallsAfter(ctx, r, st)}
+// undoEach undoes each of *items, leaving there those it failed on.
+func undoEach(st *stepRun, items *[]string, what string, undo func(string) error) (string, error) {
+	var errs []error
 	var left, done []string
 	for _, it := range *items {
 		if err := undo(it); err != nil {
@@ -177,42 +174,42 @@ func readCallsAfter(ctx context.Context, r *run, st *stepRun) error {
 	return nil
 }
 
-// sampleHeld counts the calls hanging faults hold now; a failed read is
-// skipped (the next sample or the undo's reads again).
-func (r *run) sampleHeld(ctx context.Context) {
-	var hanging []*stepRun
-	for _, st := range r.steps {
-		if st.applied && !st.undone && slices.ContainsFunc(st.Faults, func(f admin.Fault) bool { return f.Kind == admin.FaultPause }) {
-			hanging = append(hanging, st)
-		}
-	}
-	if len(hanging) == 0 {
-		return
-	}
+// readFired sums how many calls the step's faults hit while installed,
+// as fakecloud counts them: latency, pause and stale ones included,
+// whose calls succeed or never end, and metadata reads.
+func readFired(ctx context.Context, r *run, st *stepRun) error {
 	faults, err := r.e.Cloud.Faults(ctx)
 	if err != nil {
-		return
+		return fmt.Errorf("read the faults' counters: %w", err)
 	}
+	st.fired = 0
 	for _, f := range faults {
-		for _, st := range hanging {
-			if slices.Contains(st.installed, f.Name) {
-				st.held = max(st.held, f.Held)
-			}
+		if slices.Contains(st.installed, f.Name) {
+			st.fired += f.Fired
 		}
 	}
+	st.counted = true
+	return nil
 }
 
-// proveFaults proves a fault step by the calls answered with its
-// outcome while it was in place, or by the calls it held.
-func proveFaults(r *run, st *stepRun) (int64, string) {
-	p := st.Params
-	switch {
-	case st.Kind == MetadataOutage && p.Mode == "hang":
-		return int64(st.held), fmt.Sprintf("at most %d metadata requests held at once", st.held)
-	case st.Service() == admin.ServiceMetadata:
-		return 0, "fakecloud does not account metadata answers yet, so nothing proves this fault fired"
+// proveFaults proves a fault step by the calls its faults hit.
+func proveFaults(_ *run, st *stepRun) (int64, string) {
+	if !st.counted {
+		return 0, "the faults' counters were not read before their removal, so no proof"
 	}
-	return proveCalls(r, st)
+	what := "calls"
+	if st.Service() == admin.ServiceMetadata {
+		what = "metadata reads"
+	}
+	return st.fired, fmt.Sprintf("%d %s hit by faults %s", st.fired, what, strings.Join(faultNames(st.Faults), ", "))
+}
+
+func faultNames(fs []admin.Fault) []string {
+	names := make([]string, len(fs))
+	for i, f := range fs {
+		names[i] = f.Name
+	}
+	return names
 }
 
 // Service is the service the step's faults act on.
