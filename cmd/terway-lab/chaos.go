@@ -152,25 +152,26 @@ func labEngine(st *cluster.State, progress io.Writer) (*chaos.Engine, error) {
 	return e, nil
 }
 
-// wiredKinds are the kinds labEngine can apply today: out-of-band
-// operator actions need only the world and the call counters.
-var wiredKinds = map[chaos.Kind]bool{chaos.ENIDetachOOB: true, chaos.ENIDeleteOOB: true, chaos.IPUnassignOOB: true}
+// wiredKinds are the kinds labEngine can apply today: every cloud kind
+// through fakecloud's admin client, and out-of-band operator actions.
+var wiredKinds = func() map[chaos.Kind]bool {
+	w := map[chaos.Kind]bool{chaos.ENIDetachOOB: true, chaos.ENIDeleteOOB: true, chaos.IPUnassignOOB: true}
+	for _, k := range chaos.Kinds() {
+		if k.Class() == chaos.ClassCloud {
+			w[k] = true
+		}
+	}
+	return w
+}()
 
 // checkWired refuses a schedule with a kind labEngine cannot apply yet.
 func checkWired(s *chaos.Schedule) error {
 	for _, st := range s.Steps {
 		if !wiredKinds[st.Kind] {
-			return fmt.Errorf("step %s: %s against a lab is not yet available: it needs %s", st.Name, st.Kind, notYet(st.Kind))
+			return fmt.Errorf("step %s: %s against a lab is not yet available: it needs the lab supervisor's node and component control", st.Name, st.Kind)
 		}
 	}
 	return nil
-}
-
-func notYet(k chaos.Kind) string {
-	if k.Class() == chaos.ClassCloud {
-		return "fakecloud's admin API for faults, settings and vSwitches (branch chaos-cloud)"
-	}
-	return "the lab supervisor's node and component control"
 }
 
 // chaosOnLab runs the schedule on the lab during a rollout of the plan's

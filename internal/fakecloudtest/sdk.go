@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk"
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth"
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
+	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/vpc"
 
 	"github.com/terway-sim/terway/fakecloud"
@@ -25,18 +27,41 @@ var sdkMu sync.Mutex
 // TestMain must call noproxy.Unset.
 func VPCClient(t testing.TB, apiURL, accessKeyID, secret string) *vpc.Client {
 	t.Helper()
+	c := sdkClient(t, accessKeyID, secret, vpc.NewClientWithOptions)
+	c.Domain = host(t, apiURL)
+	return c
+}
+
+// ECSClient is VPCClient for the ECS API.
+func ECSClient(t testing.TB, apiURL, accessKeyID, secret string) *ecs.Client {
+	t.Helper()
+	c := sdkClient(t, accessKeyID, secret, ecs.NewClientWithOptions)
+	c.Domain = host(t, apiURL)
+	return c
+}
+
+// sdkClient builds an SDK client with newClient as VPCClient says; the
+// caller points it at the host.
+func sdkClient[C any](t testing.TB, accessKeyID, secret string,
+	newClient func(string, *sdk.Config, auth.Credential) (C, error)) C {
+	t.Helper()
+	cfg := sdk.NewConfig()
+	cfg.Scheme, cfg.Timeout, cfg.AutoRetry = "HTTP", 10*time.Second, false
+	sdkMu.Lock()
+	c, err := newClient(fakecloud.DefaultRegion, cfg, credentials.NewAccessKeyCredential(accessKeyID, secret))
+	sdkMu.Unlock()
+	if err != nil {
+		t.Fatalf("SDK client: %v", err)
+	}
+	return c
+}
+
+// host is apiURL's host and port.
+func host(t testing.TB, apiURL string) string {
+	t.Helper()
 	u, err := url.Parse(apiURL)
 	if err != nil {
 		t.Fatalf("fakecloud URL: %v", err)
 	}
-	cfg := sdk.NewConfig()
-	cfg.Scheme, cfg.Timeout, cfg.AutoRetry = "HTTP", 10*time.Second, false
-	sdkMu.Lock()
-	c, err := vpc.NewClientWithOptions(fakecloud.DefaultRegion, cfg, credentials.NewAccessKeyCredential(accessKeyID, secret))
-	sdkMu.Unlock()
-	if err != nil {
-		t.Fatalf("vpc client: %v", err)
-	}
-	c.Domain = u.Host
-	return c
+	return u.Host
 }
