@@ -16,8 +16,9 @@ import (
 
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud/admin"
-	"github.com/terway-sim/terway/lab/audit"
 	"github.com/terway-sim/terway/lab/chaos"
+	"github.com/terway-sim/terway/lab/chaos/report"
+	"github.com/terway-sim/terway/lab/chaos/timeline"
 	"github.com/terway-sim/terway/lab/cluster"
 	"github.com/terway-sim/terway/lab/prereq"
 	"github.com/terway-sim/terway/lab/workload"
@@ -46,6 +47,9 @@ each step at its offset, undone at its end, every fault removed at the end
 also on failure or interruption. Then every step must have fired (fakecloud's
 accounting shows the injected outcomes; process and node steps say what they
 did), the pods must be Ready and the audit clean within the plan's limits.
+The report (JSON, Markdown, an SVG timeline sampled each second, and a
+summary over the runs in --out) says which invariants held, and why those
+whose facts were not collected were skipped.
 
 Every run prints its seed and plan first; --seed N --plan NAME replays the
 same schedule (outcomes can differ with timing). --dry-run prints the
@@ -59,7 +63,7 @@ schedule and touches nothing (no lab needed).`,
 	f := cmd.Flags()
 	f.StringVar(&o.plan, "plan", "", "plan name (see --list) or JSON plan file")
 	f.Int64Var(&o.seed, "seed", 0, "seed of the schedule (default: a random one, printed)")
-	f.StringVar(&o.out, "out", "", "directory for the run's schedule and result (default <repo>/.lab/chaos)")
+	f.StringVar(&o.out, "out", "", "directory for the run's report, schedule and result (default <repo>/.lab/chaos)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "print the resolved schedule and stop; needs no lab")
 	f.BoolVar(&o.list, "list", false, "list the catalogue of plans and the fault kinds")
 	f.BoolVar(&o.asJSON, "json", false, "with --dry-run, print the schedule as JSON")
@@ -174,8 +178,12 @@ func checkWired(s *chaos.Schedule) error {
 	return nil
 }
 
+// chaosNamespace holds the chaos workload.
+const chaosNamespace = "terway-chaos"
+
 // chaosOnLab runs the schedule on the lab during a rollout of the plan's
-// pods, then judges the invariants and writes the schedule and result.
+// pods, sampling a timeline from before the rollout to after the checks,
+// then judges the invariants and writes the schedule, result and report.
 func chaosOnLab(ctx context.Context, g *globals, st *cluster.State, s *chaos.Schedule, out string) error {
 	if err := checkWired(s); err != nil {
 		return err
@@ -188,7 +196,7 @@ func chaosOnLab(ctx context.Context, g *globals, st *cluster.State, s *chaos.Sch
 	if err != nil {
 		return err
 	}
-	w, err := workload.New(kube, workload.Spec{Namespace: "terway-chaos", Replicas: int32(s.Plan.Workload.Pods),
+	w, err := workload.New(kube, workload.Spec{Namespace: chaosNamespace, Replicas: int32(s.Plan.Workload.Pods),
 		ExclusiveENI: st.Mode == mode.ENIOnly, Spread: true})
 	if err != nil {
 		return err
@@ -198,6 +206,11 @@ func chaosOnLab(ctx context.Context, g *globals, st *cluster.State, s *chaos.Sch
 		defer cancel()
 		_ = w.Delete(dctx)
 	}()
+	sampler, err := timeline.Start(ctx, timeline.Config{Calls: eng.Cloud, Kube: kube, Namespace: chaosNamespace})
+	if err != nil {
+		return err
+	}
+	defer sampler.Stop()
 	printf(g.stdout, "chaos: rollout of %d pods\n", s.Plan.Workload.Pods)
 	if err := w.Deploy(ctx); err != nil {
 		return err
@@ -206,38 +219,16 @@ func chaosOnLab(ctx context.Context, g *globals, st *cluster.State, s *chaos.Sch
 	if res == nil {
 		return runErr
 	}
-	verdict := judge(ctx, g, st.AuditInput(kube), s, w)
-	return errors.Join(runErr, verdict, writeChaos(g, s, res, out))
+	addBands(sampler, res)
+	f, notes, checkErr := collectFacts(ctx, g, st, kube, s, w)
+	f.Timeline = sampler.Stop()
+	run := chaosRun(s, res, runErr, f, notes)
+	return errors.Join(runErr, checkErr, verdict(g, run), writeChaos(g, s, res, run, out))
 }
 
-// judge checks the plan's invariants after the faults: every pod Ready
-// within its limit, then (with the workload gone) the audit clean within
-// its limit.
-func judge(ctx context.Context, g *globals, in audit.Input, s *chaos.Schedule, w *workload.Workload) error {
-	inv := s.Plan.Invariants
-	rctx, cancel := context.WithTimeout(ctx, inv.PodsReady.D())
-	_, readyErr := w.WaitReady(rctx, s.Plan.Workload.Pods)
-	cancel()
-	if readyErr != nil {
-		readyErr = fmt.Errorf("invariant: pods not Ready within %s after the faults: %w", inv.PodsReady.D(), readyErr)
-	}
-	if err := w.Delete(ctx); err != nil {
-		return errors.Join(readyErr, err)
-	}
-	rep, err := audit.RunUntilClean(ctx, in, inv.AuditClean.D())
-	if err != nil {
-		return errors.Join(readyErr, err)
-	}
-	if !rep.Clean() {
-		_ = rep.WriteText(g.stdout)
-		err = fmt.Errorf("invariant: audit not clean within %s after the faults", inv.AuditClean.D())
-	}
-	return errors.Join(readyErr, err)
-}
-
-// writeChaos prints the result and writes schedule.json and result.json
-// under out/<plan>-<seed>.
-func writeChaos(g *globals, s *chaos.Schedule, res *chaos.Result, out string) error {
+// writeChaos prints the result, writes the report with report.WriteRun
+// under out/<plan>-<seed>, and schedule.json and result.json beside it.
+func writeChaos(g *globals, s *chaos.Schedule, res *chaos.Result, run *report.Run, out string) error {
 	if err := res.WriteText(g.stdout); err != nil {
 		return err
 	}
@@ -249,8 +240,8 @@ func writeChaos(g *globals, s *chaos.Schedule, res *chaos.Result, out string) er
 		}
 		out = filepath.Join(repo, ".lab", "chaos")
 	}
-	dir := filepath.Join(out, fmt.Sprintf("%s-%d", s.Plan.Name, s.Seed))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, err := report.WriteRun(out, run)
+	if err != nil {
 		return err
 	}
 	for name, write := range map[string]func(io.Writer) error{"schedule.json": s.WriteJSON, "result.json": res.WriteJSON} {
@@ -258,7 +249,7 @@ func writeChaos(g *globals, s *chaos.Schedule, res *chaos.Result, out string) er
 			return err
 		}
 	}
-	printf(g.stdout, "chaos: schedule and result written to %s\n", dir)
+	printf(g.stdout, "chaos: report, schedule and result written to %s\n", dir)
 	return nil
 }
 
