@@ -170,10 +170,9 @@ func (c *fakeCloud) traffic() {
 
 // fakeLab records the supervisor's actions.
 type fakeLab struct {
-	mu      sync.Mutex
-	log     []string
-	stopped map[string]bool
-	failOn  string
+	mu     sync.Mutex
+	log    []string
+	failOn string
 }
 
 func (l *fakeLab) do(format string, a ...any) error {
