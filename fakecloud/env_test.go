@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -26,10 +25,7 @@ const (
 	adminToken = "admin-token-for-tests"
 )
 
-func TestMain(m *testing.M) {
-	noproxy.Unset()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { noproxy.Main(m) }
 
 // env is one fakecloud behind an httptest server.
 type env struct {

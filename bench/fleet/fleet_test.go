@@ -258,7 +258,4 @@ func TestFleetOptionsRefused(t *testing.T) {
 
 // TestMain keeps an HTTP proxy from carrying the SDK's loopback calls
 // to fakecloud.
-func TestMain(m *testing.M) {
-	noproxy.Unset()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { noproxy.Main(m) }

@@ -164,7 +164,4 @@ func TestHarnessAppliesProfile(t *testing.T) {
 
 // TestMain keeps an HTTP proxy from carrying the SDK's loopback calls
 // to fakecloud.
-func TestMain(m *testing.M) {
-	noproxy.Unset()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { noproxy.Main(m) }

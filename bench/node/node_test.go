@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"maps"
-	"os"
 	"testing"
 	"time"
 
@@ -117,7 +116,4 @@ func TestNodeColdBurstResult(t *testing.T) {
 
 // TestMain keeps an HTTP proxy from carrying the SDK's loopback calls
 // to fakecloud.
-func TestMain(m *testing.M) {
-	noproxy.Unset()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { noproxy.Main(m) }

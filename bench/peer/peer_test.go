@@ -3,7 +3,6 @@ package peer
 import (
 	"context"
 	"maps"
-	"os"
 	"testing"
 	"time"
 
@@ -50,7 +49,4 @@ func TestPeerWorkersChangeBehaviour(t *testing.T) {
 
 // TestMain keeps an HTTP proxy from carrying the SDK's loopback calls
 // to fakecloud.
-func TestMain(m *testing.M) {
-	noproxy.Unset()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { noproxy.Main(m) }

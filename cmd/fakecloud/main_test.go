@@ -18,10 +18,7 @@ import (
 	"github.com/terway-sim/terway/internal/noproxy"
 )
 
-func TestMain(m *testing.M) {
-	noproxy.Unset()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { noproxy.Main(m) }
 
 // TestServe runs "fakecloud serve" as other tooling does: it waits for
 // the one stdout line with the endpoint, calls the API through the SDK,

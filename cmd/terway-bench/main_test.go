@@ -15,10 +15,7 @@ import (
 	"github.com/terway-sim/terway/internal/noproxy"
 )
 
-func TestMain(m *testing.M) {
-	noproxy.Unset()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { noproxy.Main(m) }
 
 // run executes terway-bench with args and returns its stdout.
 func run(t *testing.T, args ...string) (string, error) {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"net/http"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -20,10 +19,7 @@ import (
 	"github.com/terway-sim/terway/lab/cluster"
 )
 
-func TestMain(m *testing.M) {
-	noproxy.Unset()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { noproxy.Main(m) }
 
 const testAK, testSecret = "LTAIchaosTest", "chaos-test-secret"
 

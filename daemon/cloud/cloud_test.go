@@ -32,10 +32,7 @@ const (
 	sg         = fakecloud.DefaultSecurityGroup
 )
 
-func TestMain(m *testing.M) {
-	noproxy.Unset()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { noproxy.Main(m) }
 
 // fastBackoff makes every policy short so tests wait milliseconds.
 func fastBackoff() *backoff.Set {

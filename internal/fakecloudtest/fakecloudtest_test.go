@@ -2,7 +2,6 @@ package fakecloudtest
 
 import (
 	"io"
-	"os"
 	"strings"
 	"testing"
 
@@ -12,10 +11,7 @@ import (
 	"github.com/terway-sim/terway/internal/noproxy"
 )
 
-func TestMain(m *testing.M) {
-	noproxy.Unset()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { noproxy.Main(m) }
 
 // The metadata service answers for the instance Start was given.
 func TestStartServesMetadata(t *testing.T) {

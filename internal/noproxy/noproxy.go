@@ -8,7 +8,10 @@
 // is made — in TestMain, or at the start of a lab command.
 package noproxy
 
-import "os"
+import (
+	"os"
+	"testing"
+)
 
 // Unset removes every proxy variable from the environment and marks
 // loopback as never proxied, for clients that honour NO_PROXY.
@@ -17,4 +20,11 @@ func Unset() {
 		_ = os.Unsetenv(k)
 	}
 	_ = os.Setenv("NO_PROXY", "127.0.0.1,localhost")
+}
+
+// Main is the TestMain of a package whose tests make SDK or HTTP clients
+// for loopback: it unsets the proxy before any test runs.
+func Main(m *testing.M) {
+	Unset()
+	os.Exit(m.Run())
 }

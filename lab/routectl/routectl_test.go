@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -41,10 +40,7 @@ const (
 	inst3 = "i-bp1lab0000000000003"
 )
 
-func TestMain(m *testing.M) {
-	noproxy.Unset()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { noproxy.Main(m) }
 
 // env is a fakecloud (default world plus our AccessKey) behind an
 // httptest server on 127.0.0.1.

@@ -2,7 +2,6 @@ package timeline
 
 import (
 	"context"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -23,10 +22,7 @@ import (
 	"github.com/terway-sim/terway/internal/testwait"
 )
 
-func TestMain(m *testing.M) {
-	noproxy.Unset()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { noproxy.Main(m) }
 
 const (
 	testAK, testSecret = "LTAItimeline0001", "timeline-secret"
