@@ -220,7 +220,7 @@ func chaosOnLab(ctx context.Context, g *globals, st *cluster.State, s *chaos.Sch
 		return runErr
 	}
 	addBands(sampler, res)
-	f, notes, checkErr := collectFacts(ctx, g, st, kube, s, w)
+	f, notes, checkErr := collectFacts(ctx, g, st, kube, s, w, sampler)
 	f.Timeline = sampler.Stop()
 	run := chaosRun(s, res, runErr, f, notes)
 	return errors.Join(runErr, checkErr, verdict(g, run), writeChaos(g, s, res, run, out))

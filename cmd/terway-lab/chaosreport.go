@@ -53,7 +53,7 @@ func faultBands(res *chaos.Result) []report.Fault {
 // with fakecloud's world, then (with the workload gone) audits the lab
 // until clean or the plan's limit. Facts it could not collect stay zero,
 // so that their invariants are skipped; notes say why.
-func collectFacts(ctx context.Context, g *globals, st *cluster.State, kube kubernetes.Interface, s *chaos.Schedule, w *workload.Workload) (report.Facts, []string, error) {
+func collectFacts(ctx context.Context, g *globals, st *cluster.State, kube kubernetes.Interface, s *chaos.Schedule, w *workload.Workload, smp *timeline.Sampler) (report.Facts, []string, error) {
 	inv := s.Plan.Invariants
 	f := report.Facts{WantPods: s.Plan.Workload.Pods, Instances: map[string]string{}}
 	for _, n := range st.Nodes {
@@ -68,10 +68,7 @@ func collectFacts(ctx context.Context, g *globals, st *cluster.State, kube kuber
 	} else {
 		f.Pods = report.PodAddresses(pods)
 		f.World, notes = worldFact(ctx, st, notes)
-		// Let the sampler see the Ready pods before they are deleted.
-		if err := sleepCtx(ctx, timeline.DefaultInterval*3/2); err != nil {
-			return f, notes, err
-		}
+		smp.SampleNow() // the Ready pods on the timeline before they go
 	}
 	if err := w.Delete(ctx); err != nil {
 		return f, notes, err
@@ -98,17 +95,6 @@ func worldFact(ctx context.Context, st *cluster.State, notes []string) (*admin.W
 		return nil, append(notes, fmt.Sprintf("fakecloud's world not read: %v", err))
 	}
 	return world, notes
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // chaosRun builds the report of a run and judges its invariants.

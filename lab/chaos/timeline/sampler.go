@@ -72,10 +72,11 @@ type Sampler struct {
 	cfg Config
 	ctx context.Context
 
-	// Read state, owned by the sampling goroutine (and by Stop once it
-	// has ended).
-	calls  callState
-	daemon daemonState
+	// sampling serialises samples (ticks, SampleNow, Stop's last one)
+	// and guards the read state below.
+	sampling sync.Mutex
+	calls    callState
+	daemon   daemonState
 
 	mu sync.Mutex // guards tl
 	tl Timeline
@@ -141,6 +142,11 @@ func (s *Sampler) Begin(name, kind, target string) (end func()) {
 	}
 }
 
+// SampleNow takes a sample at once, between ticks: a caller about to
+// change what the sampler watches (deleting the workload) puts the state
+// before the change on the timeline.
+func (s *Sampler) SampleNow() { s.sample(s.cfg.Now()) }
+
 // Snapshot returns a copy of the timeline so far (open bands still
 // open), for a violation found while the run goes on.
 func (s *Sampler) Snapshot() *Timeline {
@@ -184,6 +190,8 @@ func (s *Sampler) copyLocked() *Timeline {
 // sample reads every source at once, each within Timeout, and appends
 // what they show as the sample of now.
 func (s *Sampler) sample(now time.Time) {
+	s.sampling.Lock()
+	defer s.sampling.Unlock()
 	at := admin.Duration(now.Sub(s.tl.Start).Round(time.Millisecond))
 	smp := Sample{At: at, Errors: map[string]string{}}
 	var restarts []Restart

@@ -123,6 +123,11 @@ func TestSamplerFollowsTheLab(t *testing.T) {
 		t.Fatal(err)
 	}
 	testwait.Until(t, 10*time.Second, "the restarts sampled", func() bool { return len(s.Snapshot().Restarts) == 2 })
+	before := len(s.Snapshot().Samples)
+	s.SampleNow()
+	if got := s.Snapshot(); len(got.Samples) <= before || got.Samples[len(got.Samples)-1].PodsReady != 3 {
+		t.Errorf("SampleNow did not add a sample showing the 3 Ready pods: %d samples before, %+v", before, got.Samples[len(got.Samples)-1])
+	}
 	s.Begin("kill", "process", "node-1") // left open: Stop closes it
 	tl := s.Stop()
 
