@@ -135,7 +135,9 @@ func writeReports(g *globals, rep *demo.Report, out string) error {
 // count only if they could be the lab's: outside the root network
 // namespace (every node process) or running from the lab's binaries, its
 // state directory or terway-lab itself; others belong to whoever else
-// uses the machine meanwhile (a build, an editor).
+// uses the machine meanwhile (a build, an editor). Likewise only the
+// nodes' cgroup trees are compared: a cgroup of someone else's that
+// vanished during the run is not the lab's doing.
 func compareMachine(ctx context.Context, g *globals, before *hostcheck.Snapshot, cfg cluster.Config) error {
 	after, err := hostcheck.Take(ctx)
 	if err != nil {
@@ -152,7 +154,8 @@ func compareMachine(ctx context.Context, g *globals, before *hostcheck.Snapshot,
 		}
 		return false
 	}
-	diffs := hostcheck.DiffOptions{IgnoreProcess: func(p hostcheck.Process) bool { return !labs(p) }}.Diff(before, after)
+	diffs := hostcheck.DiffOptions{IgnoreProcess: func(p hostcheck.Process) bool { return !labs(p) },
+		OwnCgroup: cluster.IsLabCgroup}.Diff(before, after)
 	if len(diffs) == 0 {
 		printf(g.stdout, "machine after down: as before up (no differences)\n")
 		return nil

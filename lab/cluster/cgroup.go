@@ -12,6 +12,21 @@ import (
 // cgroupFS is where the machine mounts its cgroup hierarchies.
 const cgroupFS = "/sys/fs/cgroup"
 
+// cgroupPrefix starts the name of every node's cgroup root, the same in
+// every hierarchy: "terway-lab.<node>".
+const cgroupPrefix = "terway-lab."
+
+// nodeCgroup is the cgroup root of the node called name.
+func nodeCgroup(name string) string { return cgroupPrefix + name }
+
+// IsLabCgroup reports whether rel, a cgroup's path below its hierarchy,
+// lies in a lab node's tree: what a machine comparison after down judges,
+// since only those trees are the lab's to create and remove.
+func IsLabCgroup(rel string) bool {
+	top, _, _ := strings.Cut(rel, "/")
+	return strings.HasPrefix(top, cgroupPrefix)
+}
+
 // cgroupHierarchies lists the mounted hierarchies (cgroup v1 controllers,
 // or the single v2 root).
 func cgroupHierarchies() ([]string, error) {

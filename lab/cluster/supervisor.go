@@ -207,7 +207,7 @@ func (s *Supervisor) recordNodes() error {
 		name := fmt.Sprintf("%s-%d", s.cfg.Name, i)
 		s.st.Nodes = append(s.st.Nodes, NodeState{Name: name, InstanceID: in.ID, InstanceType: in.InstanceType,
 			Zone: in.ZoneID, PrimaryIP: fn.PrimaryIP().String(), NetNS: fn.NetNSPath(),
-			Root: filepath.Join(s.cfg.Dir, "nodes", name, "root"), Cgroup: "terway-lab." + name,
+			Root: filepath.Join(s.cfg.Dir, "nodes", name, "root"), Cgroup: nodeCgroup(name),
 			KubeletAddr: fmt.Sprintf("127.0.0.%d", 10+i), MaxPods: maxPods(s.cfg.Mode, types[in.InstanceType])})
 	}
 	if len(s.st.Nodes) == 0 {

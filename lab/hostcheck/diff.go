@@ -68,6 +68,13 @@ type DiffOptions struct {
 	// for, also as holders of new namespaces: on a shared machine, the
 	// work of others.
 	IgnoreProcess func(Process) bool
+	// OwnCgroup, when set, limits the cgroup comparison to the cgroups it
+	// returns true for (rel is the cgroup's path below its hierarchy,
+	// e.g. "terway-lab.lab-1/pods"): on a busy machine others create and
+	// remove cgroups of their own while the lab runs, and only the lab's
+	// own trees say whether the lab cleaned up. Hierarchies themselves
+	// are always compared.
+	OwnCgroup func(rel string) bool
 }
 
 // Diff lists what differs between before and after (see the package doc
@@ -91,7 +98,7 @@ func (o DiffOptions) Diff(before, after *Snapshot) []Difference {
 	ds = append(ds, diffFirewall(b.Firewall, a.Firewall)...)
 	ds = append(ds, compareMaps(AreaSysctls, "", b.Sysctls, a.Sysctls)...)
 	ds = append(ds, compareCounts(AreaMounts, "", b.Mounts, a.Mounts)...)
-	ds = append(ds, compareMaps(AreaCgroups, "", cgroupSet(b.Cgroups), cgroupSet(a.Cgroups))...)
+	ds = append(ds, compareMaps(AreaCgroups, "", o.cgroupSet(b.Cgroups), o.cgroupSet(a.Cgroups))...)
 	ds = append(ds, o.newProcesses(b, a)...)
 	return append(ds, diffPaths(b.Paths, a.Paths)...)
 }
@@ -208,11 +215,14 @@ func lineCounts(lines []string) map[string]int {
 	return m
 }
 
-func cgroupSet(c map[string][]string) map[string]string {
+func (o DiffOptions) cgroupSet(c map[string][]string) map[string]string {
 	m := map[string]string{}
 	for h, dirs := range c {
 		m[h] = "hierarchy"
 		for _, d := range dirs {
+			if o.OwnCgroup != nil && !o.OwnCgroup(d) {
+				continue
+			}
 			m[h+"/"+d] = "present"
 		}
 	}

@@ -104,6 +104,26 @@ func TestDiffIgnoresVanishedDynamicNeighbours(t *testing.T) {
 	}
 }
 
+// A busy machine's other cgroups come and go during a run; with
+// OwnCgroup, only the lab's trees count, in both directions.
+func TestDiffOwnCgroupJudgesOnlyOwnTrees(t *testing.T) {
+	before, after := synthetic(), synthetic()
+	before.Cgroups = map[string][]string{"memory": {"other", "lab.n1"}}
+	after.Cgroups = map[string][]string{"memory": {"lab.n1", "lab.n1/pods", "newcomer"}}
+	own := DiffOptions{OwnCgroup: func(rel string) bool { return strings.HasPrefix(rel, "lab.") }}
+	ds := own.Diff(before, after)
+	if len(ds) != 1 || ds[0].Item != "memory/lab.n1/pods" || ds[0].After != "present" {
+		t.Fatalf("own cgroups only: want memory/lab.n1/pods present, got:\n%s", render(ds))
+	}
+	if all := Diff(before, after); len(all) != 3 {
+		t.Fatalf("without OwnCgroup every cgroup counts: want 3 differences, got:\n%s", render(all))
+	}
+	after.Cgroups = map[string][]string{}
+	if ds := own.Diff(before, after); len(ds) != 2 {
+		t.Fatalf("a vanished hierarchy and own cgroup are differences: got:\n%s", render(ds))
+	}
+}
+
 func TestDiffFlagsAnotherBoot(t *testing.T) {
 	before, after := synthetic(), synthetic()
 	after.BootID = "b2"
