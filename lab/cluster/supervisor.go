@@ -42,7 +42,7 @@ type Supervisor struct {
 	httpd  *http.Server
 	pki    *pki
 	cp     *controlPlane
-	kube   *kubernetes.Clientset
+	kube   kubernetes.Interface
 	types  map[string]fakecloud.InstanceType
 	// control serves the control socket once the lab is up.
 	control *http.Server
