@@ -138,17 +138,20 @@ func writeCatalogue(w io.Writer) error {
 }
 
 // labEngine wires the chaos engine to a running lab: fakecloud's admin
-// client is its Cloud. It is the one place to finish when the supervisor
-// gains its node and component control: then Lab is set, the lab's
-// operator AccessKey replaces the account key below, and wiredKinds
-// lists every kind.
+// client is its Cloud, the supervisor's control socket its Lab (node
+// lifecycle and component kills), and an ECS client with the lab's
+// operator AccessKey, not the daemons', its Operator.
 func labEngine(st *cluster.State, progress io.Writer) (*chaos.Engine, error) {
 	op, err := chaos.NewSDKOperator(chaos.OperatorOptions{Endpoint: st.FakecloudURL, Region: st.Region,
-		AccessKeyID: st.AccessKeyID, AccessKeySecret: st.AccessKeySecret})
+		AccessKeyID: st.OperatorAccessKeyID, AccessKeySecret: st.OperatorAccessKeySecret})
 	if err != nil {
 		return nil, err
 	}
-	e := &chaos.Engine{Cloud: &admin.Client{URL: st.FakecloudURL, Token: st.AdminToken}, Operator: op,
+	lab, err := cluster.DialControl(st.Dir)
+	if err != nil {
+		return nil, err
+	}
+	e := &chaos.Engine{Cloud: &admin.Client{URL: st.FakecloudURL, Token: st.AdminToken}, Lab: lab, Operator: op,
 		Progress: progress}
 	for _, n := range st.Nodes {
 		e.Nodes = append(e.Nodes, chaos.Node{Name: n.Name, InstanceID: n.InstanceID})
@@ -156,27 +159,7 @@ func labEngine(st *cluster.State, progress io.Writer) (*chaos.Engine, error) {
 	return e, nil
 }
 
-// wiredKinds are the kinds labEngine can apply today: every cloud kind
-// through fakecloud's admin client, and out-of-band operator actions.
-var wiredKinds = func() map[chaos.Kind]bool {
-	w := map[chaos.Kind]bool{chaos.ENIDetachOOB: true, chaos.ENIDeleteOOB: true, chaos.IPUnassignOOB: true}
-	for _, k := range chaos.Kinds() {
-		if k.Class() == chaos.ClassCloud {
-			w[k] = true
-		}
-	}
-	return w
-}()
-
-// checkWired refuses a schedule with a kind labEngine cannot apply yet.
-func checkWired(s *chaos.Schedule) error {
-	for _, st := range s.Steps {
-		if !wiredKinds[st.Kind] {
-			return fmt.Errorf("step %s: %s against a lab is not yet available: it needs the lab supervisor's node and component control", st.Name, st.Kind)
-		}
-	}
-	return nil
-}
+var _ chaos.Lab = (*cluster.Control)(nil)
 
 // chaosNamespace holds the chaos workload.
 const chaosNamespace = "terway-chaos"
@@ -185,9 +168,6 @@ const chaosNamespace = "terway-chaos"
 // pods, sampling a timeline from before the rollout to after the checks,
 // then judges the invariants and writes the schedule, result and report.
 func chaosOnLab(ctx context.Context, g *globals, st *cluster.State, s *chaos.Schedule, out string) error {
-	if err := checkWired(s); err != nil {
-		return err
-	}
 	eng, err := labEngine(st, g.stdout)
 	if err != nil {
 		return err

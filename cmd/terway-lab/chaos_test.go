@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -97,25 +96,6 @@ func TestChaosRefusals(t *testing.T) {
 	} {
 		if _, err := terwayLab(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
-		}
-	}
-}
-
-// Kinds the lab cannot apply yet (process and node kinds) are refused
-// before the lab is touched, saying what they wait for; cloud kinds pass.
-func TestChaosWired(t *testing.T) {
-	for _, p := range chaos.Catalogue() {
-		s, err := chaos.Resolve(p, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = checkWired(s)
-		cloudOnly := !slices.ContainsFunc(p.Steps, func(st chaos.Step) bool { return st.Kind.Class() != chaos.ClassCloud })
-		if allWired := !slices.ContainsFunc(p.Steps, func(st chaos.Step) bool { return !wiredKinds[st.Kind] }); allWired != (err == nil) || (cloudOnly && err != nil) {
-			t.Errorf("%s: %v", p.Name, err)
-		}
-		if err != nil && !strings.Contains(err.Error(), "not yet available") {
-			t.Errorf("%s: %v, want it to say not yet available", p.Name, err)
 		}
 	}
 }

@@ -70,6 +70,7 @@ repository); later runs reuse it. Run as root.`,
 	root.AddCommand(newUpCommand(g), newDownCommand(g), newStatusCommand(g), newEnvCommand(g),
 		newAuditCommand(g), newDemoCommand(g), newTestCommand(g), newSuperviseCommand(g))
 	root.AddCommand(newChaosCommand(g))
+	root.AddCommand(newNodeCommand(g), newKillCommand(g))
 	return root
 }
 

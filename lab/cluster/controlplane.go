@@ -171,6 +171,16 @@ func (cp *controlPlane) startControllers(clusterCIDR string) error {
 	return err
 }
 
+// proc is the latest process started as name.
+func (cp *controlPlane) proc(name string) *proc {
+	for i := len(cp.list) - 1; i >= 0; i-- {
+		if cp.list[i].name == name {
+			return cp.list[i]
+		}
+	}
+	return nil
+}
+
 // stop ends the control plane, last started first.
 func (cp *controlPlane) stop() {
 	for i := len(cp.list) - 1; i >= 0; i-- {

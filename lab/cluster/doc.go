@@ -13,6 +13,19 @@
 // Terway is applied from deploy/ (package lab/manifests); in VPC mode a
 // route controller (lab/routectl) programs the VPC route table.
 //
+// Once the lab is ready, the supervisor serves its control socket
+// (control.sock in the lab's directory; HTTP/JSON, root only; the client
+// is Control): node lifecycle as the cloud and an operator would do it
+// — stop (a power-off: processes killed, instance stopped, ENIs
+// unplugged, the node namespace and /run cleared as by a reboot, disks
+// kept), start, release (instance, Node object and disks gone), add (a
+// new instance joins) and remove (cordon, drain, release) — and SIGKILL
+// of a component: containerd, kubelet or kube-apiserver, started again
+// after a downtime, or terwayd, which the kubelet restarts. Exits the
+// supervisor causes are expected; any other exit of a child is a failure.
+// The state file holds a second AccessKey, the operator's, for
+// out-of-band actions through the ordinary API.
+//
 // The State file (lab.json in the lab's directory) describes a running lab
 // for status, env, audit and down. Down works from what is still there, so
 // it is idempotent and cleans up after a crashed supervisor: processes by

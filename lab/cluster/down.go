@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -32,7 +33,8 @@ func Down(dir string, out io.Writer) error {
 		stopSupervisor(st.SupervisorPID)
 	}
 	var errs []error
-	for _, n := range st.Nodes {
+	nodes := slices.Concat(st.Nodes, st.Released)
+	for _, n := range nodes {
 		if err := sweepNode(n); err != nil {
 			errs = append(errs, err)
 		}
@@ -43,7 +45,7 @@ func Down(dir string, out io.Writer) error {
 			errs = append(errs, fmt.Errorf("remove the fabric's namespaces: %w", err))
 		}
 	}
-	for _, n := range st.Nodes {
+	for _, n := range nodes {
 		if err := removeCgroup(n.Cgroup); err != nil {
 			errs = append(errs, err)
 		}

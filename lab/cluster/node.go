@@ -20,6 +20,14 @@ type node struct {
 	procs  *procs
 	holder *proc
 	list   []*proc
+	// comps are the running processes by component name (containerd,
+	// kubelet, kube-proxy), the latest start of each.
+	comps map[string]*proc
+	// relays carry the node's API server and kubelet traffic.
+	relays []*relay
+	// boots counts power-offs, so that a restart scheduled by a kill
+	// before one is dropped: the node's next start brings everything up.
+	boots int
 }
 
 func (n *node) sysctlDir() string { return filepath.Join(n.dir, "sysctl") }
@@ -59,6 +67,10 @@ func (n *node) run(name string, argv ...string) (*proc, error) {
 		return nil, err
 	}
 	n.list = append(n.list, p)
+	if n.comps == nil {
+		n.comps = map[string]*proc{}
+	}
+	n.comps[name] = p
 	return p, nil
 }
 
@@ -91,7 +103,8 @@ func (n *node) containerdConfig() string {
 `, pauseImage, n.bin("runc"))
 }
 
-// startContainerd starts containerd and imports the lab's images.
+// startContainerd starts containerd and imports images (none when it
+// comes back on a node whose disk has them).
 func (n *node) startContainerd(ctx context.Context, images []string) error {
 	cfg := filepath.Join(n.dir, "containerd.toml")
 	if err := os.WriteFile(cfg, []byte(n.containerdConfig()), 0o600); err != nil {
@@ -187,9 +200,33 @@ iptables: {masqueradeAll: %t}
 	return err
 }
 
-// stop ends the node's processes, last started first, then the holder.
+// stop ends the node's processes, last started first.
 func (n *node) stop() {
 	for i := len(n.list) - 1; i >= 0; i-- {
 		n.list[i].stop(5 * time.Second)
 	}
+}
+
+// powerOff ends every process of the node at once, as a power cut
+// would: the supervisor's children (holder, containerd, kubelet,
+// kube-proxy) and every other process in its cgroup tree or namespaces
+// (pods, shims). With its last process the node's mount namespace goes,
+// and with it the pods' network namespaces.
+func (n *node) powerOff() error {
+	all := append([]*proc{n.holder}, n.list...)
+	for _, p := range all {
+		if p != nil {
+			p.expectExit()
+		}
+	}
+	err := sweepNode(*n.st)
+	for _, p := range all {
+		if p != nil {
+			p.kill()
+		}
+	}
+	n.holder, n.list, n.comps = nil, nil, nil
+	n.st.HolderPID, n.st.MountNS = 0, ""
+	n.boots++
+	return err
 }

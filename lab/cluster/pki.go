@@ -53,9 +53,7 @@ func issueCerts(p *pki, nodes []NodeState) error {
 		client("kube-proxy", "system:kube-proxy"),
 	}
 	for _, n := range nodes {
-		specs = append(specs, certSpec{name: "node-" + n.Name, Config: cert.Config{CommonName: "system:node:" + n.Name,
-			Organization: []string{"system:nodes"}, Usages: serverAndClient,
-			AltNames: cert.AltNames{DNSNames: []string{n.Name}, IPs: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(n.PrimaryIP)}}}})
+		specs = append(specs, nodeCertSpec(n))
 	}
 	for _, s := range specs {
 		if err := p.issue(s); err != nil {
@@ -63,6 +61,13 @@ func issueCerts(p *pki, nodes []NodeState) error {
 		}
 	}
 	return nil
+}
+
+// nodeCertSpec is node n's kubelet certificate, client and server.
+func nodeCertSpec(n NodeState) certSpec {
+	return certSpec{name: "node-" + n.Name, Config: cert.Config{CommonName: "system:node:" + n.Name,
+		Organization: []string{"system:nodes"}, Usages: serverAndClient,
+		AltNames: cert.AltNames{DNSNames: []string{n.Name}, IPs: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(n.PrimaryIP)}}}}
 }
 
 // pki is the lab's certificate authority, on client-go's cert and keyutil

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -20,6 +21,9 @@ type proc struct {
 	cmd     *exec.Cmd
 	done    chan struct{}
 	err     error
+	// expected is set before the supervisor itself ends the process (a
+	// kill, a node stop or release): its exit is then no failure.
+	expected atomic.Bool
 }
 
 // procs starts processes with a log file and a pid file each, so that
@@ -70,17 +74,49 @@ func (ps *procs) start(name string, argv ...string) (*proc, error) {
 	return p, nil
 }
 
-// firstExited returns a process that has ended, or nil: every process of
-// a lab is meant to run until down.
+// firstExited returns a process that has ended unexpectedly, or nil:
+// every process of a lab is meant to run until down, except those the
+// supervisor ended itself (kill, expectExit).
 func (ps *procs) firstExited() *proc {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	for _, p := range ps.list {
-		if done, _ := p.exited(); done {
+		if done, _ := p.exited(); done && !p.expected.Load() {
 			return p
 		}
 	}
 	return nil
+}
+
+// forget drops processes that have ended and were expected to, so that
+// the list does not grow with every kill and restart.
+func (ps *procs) forget() {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	keep := ps.list[:0]
+	for _, p := range ps.list {
+		if done, _ := p.exited(); !done || !p.expected.Load() {
+			keep = append(keep, p)
+		}
+	}
+	clear(ps.list[len(keep):])
+	ps.list = keep
+}
+
+// expectExit marks the process's end as the supervisor's doing.
+func (p *proc) expectExit() { p.expected.Store(true) }
+
+// kill ends the process with SIGKILL, as expected, and waits for it.
+func (p *proc) kill() {
+	p.expectExit()
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// running reports whether the process has not ended.
+func (p *proc) running() bool {
+	done, _ := p.exited()
+	return !done
 }
 
 // exited reports whether the process has ended, and how.
@@ -97,6 +133,7 @@ func (p *proc) exited() (bool, error) {
 // busy shutting down gracefully exit at once on a second SIGTERM, and
 // whatever is left after that is killed.
 func (p *proc) stop(grace time.Duration) {
+	p.expectExit()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGTERM, syscall.SIGKILL} {
 		_ = p.cmd.Process.Signal(sig)
 		select {

@@ -44,12 +44,23 @@ type State struct {
 	AdminToken      string `json:"adminToken"`
 	AccessKeyID     string `json:"accessKeyId"`
 	AccessKeySecret string `json:"accessKeySecret"`
-	Region          string `json:"region"`
-	VPCID           string `json:"vpcId"`
+	// OperatorAccessKeyID and OperatorAccessKeySecret are a second
+	// AccessKey of the account, for what an operator does out of band
+	// through the ordinary API (the chaos engine's operator), so that
+	// the cloud's accounting tells it apart from the lab's own calls.
+	OperatorAccessKeyID     string `json:"operatorAccessKeyId,omitempty"`
+	OperatorAccessKeySecret string `json:"operatorAccessKeySecret,omitempty"`
+	Region                  string `json:"region"`
+	VPCID                   string `json:"vpcId"`
 	// FabricName names the fabric's network namespaces (lab.Cleanup).
-	FabricName string      `json:"fabricName"`
-	NetNSDir   string      `json:"netnsDir"`
-	Nodes      []NodeState `json:"nodes"`
+	FabricName string `json:"fabricName"`
+	NetNSDir   string `json:"netnsDir"`
+	// Nodes are the lab's nodes, stopped ones included.
+	Nodes []NodeState `json:"nodes"`
+	// Released are nodes whose instance was released (node release or
+	// remove): gone from the cloud and the cluster. down still sweeps
+	// what a release cut short could have left of them.
+	Released []NodeState `json:"released,omitempty"`
 	// CreatedDirs are directories the lab created on the machine (mount
 	// points for the nodes' bind mounts); down removes them, deepest first.
 	CreatedDirs []string  `json:"createdDirs,omitempty"`
@@ -81,7 +92,36 @@ type NodeState struct {
 	// KubeletAddr is the host loopback address relayed to the kubelet.
 	KubeletAddr string `json:"kubeletAddr"`
 	MaxPods     int    `json:"maxPods"`
+	// Status is NodeRunning ("" in older state files reads the same) or
+	// NodeStopped.
+	Status string `json:"status,omitempty"`
 }
+
+// Node statuses, as NodeState.Status records them.
+const (
+	NodeRunning  = "running"
+	NodeStopped  = "stopped"
+	NodeReleased = "released"
+)
+
+// Running reports whether the node's instance runs.
+func (n NodeState) Running() bool { return n.Status == "" || n.Status == NodeRunning }
+
+// Node returns the lab's node called name, released ones too.
+func (s *State) Node(name string) (NodeState, bool) {
+	for _, list := range [][]NodeState{s.Nodes, s.Released} {
+		for _, n := range list {
+			if n.Name == name {
+				return n, true
+			}
+		}
+	}
+	return NodeState{}, false
+}
+
+// ControlSocket is the supervisor's control socket in the lab's
+// directory (see Control).
+func (s *State) ControlSocket() string { return ControlSocketPath(s.Dir) }
 
 // HostPath is where node path p lives on the machine.
 func (n NodeState) HostPath(p string) string { return filepath.Join(n.Root, p) }

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -41,11 +42,21 @@ type Supervisor struct {
 	httpd  *http.Server
 	pki    *pki
 	cp     *controlPlane
-	nodes  []*node
-	relays []*relay
-	kube   *kubernetes.Clientset
+	kube   kubernetes.Interface
+	types  map[string]fakecloud.InstanceType
+	// control serves the control socket once the lab is up.
+	control *http.Server
+	// bgCtx ends at teardown; background work (the route controller,
+	// restarts after a kill's downtime) runs under it, counted by bg.
+	bgCtx  context.Context
 	stopBg context.CancelFunc
 	bg     sync.WaitGroup
+
+	// mu serialises the control operations: they change nodes, the
+	// processes and the state file.
+	mu sync.Mutex
+	// nodes are the lab's node runners, in the order of st.Nodes.
+	nodes []*node
 }
 
 // NewSupervisor prepares a supervisor for cfg; Run brings the lab up.
@@ -70,7 +81,11 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	if err := s.st.write(); err != nil {
 		return err
 	}
+	s.bgCtx, s.stopBg = context.WithCancel(context.Background())
 	err := s.up(ctx)
+	if err == nil {
+		err = s.serveControl()
+	}
 	if err == nil {
 		s.st.Phase, s.st.UpSeconds = PhaseReady, time.Since(start).Seconds()
 		s.st.Progress = "ready"
@@ -158,7 +173,9 @@ func (s *Supervisor) startCloud(ctx context.Context) error {
 	s.spec = spec
 	s.st.AccessKeyID = "LTAIterwaylab" + randomHex(6)
 	s.st.AccessKeySecret, s.st.AdminToken = randomHex(16), randomHex(16)
-	spec.AccessKeys = append(spec.AccessKeys, fakecloud.AccessKeySpec{ID: s.st.AccessKeyID, Secret: s.st.AccessKeySecret})
+	s.st.OperatorAccessKeyID, s.st.OperatorAccessKeySecret = "LTAIterwaylabop"+randomHex(6), randomHex(16)
+	spec.AccessKeys = append(spec.AccessKeys, fakecloud.AccessKeySpec{ID: s.st.AccessKeyID, Secret: s.st.AccessKeySecret},
+		fakecloud.AccessKeySpec{ID: s.st.OperatorAccessKeyID, Secret: s.st.OperatorAccessKeySecret})
 	s.st.Region, s.st.VPCID = spec.RegionID, spec.VPCs[0].ID
 	if err := os.MkdirAll(s.st.NetNSDir, 0o700); err != nil {
 		return err
@@ -189,9 +206,9 @@ func (s *Supervisor) startCloud(ctx context.Context) error {
 
 // recordNodes turns the running instances into the lab's node list.
 func (s *Supervisor) recordNodes() error {
-	types := map[string]fakecloud.InstanceType{}
+	s.types = map[string]fakecloud.InstanceType{}
 	for _, t := range s.cloud.InstanceTypes() {
-		types[t.InstanceTypeID] = t
+		s.types[t.InstanceTypeID] = t
 	}
 	insts := s.cloud.World().Instances
 	sort.Slice(insts, func(i, j int) bool { return insts[i].ID < insts[j].ID })
@@ -199,21 +216,34 @@ func (s *Supervisor) recordNodes() error {
 		if in.Status != "Running" {
 			continue
 		}
-		fn, ok := s.fabric.Node(in.ID)
-		if !ok {
-			return fmt.Errorf("instance %s has no node namespace", in.ID)
+		n, err := s.nodeState(len(s.st.Nodes)+1, in.ID, in.InstanceType, in.ZoneID)
+		if err != nil {
+			return err
 		}
-		i := len(s.st.Nodes) + 1
-		name := fmt.Sprintf("%s-%d", s.cfg.Name, i)
-		s.st.Nodes = append(s.st.Nodes, NodeState{Name: name, InstanceID: in.ID, InstanceType: in.InstanceType,
-			Zone: in.ZoneID, PrimaryIP: fn.PrimaryIP().String(), NetNS: fn.NetNSPath(),
-			Root: filepath.Join(s.cfg.Dir, "nodes", name, "root"), Cgroup: nodeCgroup(name),
-			KubeletAddr: fmt.Sprintf("127.0.0.%d", 10+i), MaxPods: maxPods(s.cfg.Mode, types[in.InstanceType])})
+		s.st.Nodes = append(s.st.Nodes, n)
 	}
 	if len(s.st.Nodes) == 0 {
 		return errors.New("the world has no running instance to make a node of")
 	}
 	return s.st.write()
+}
+
+// nodeState describes the i-th node of the lab (from 1), on the instance
+// id whose namespace the fabric made.
+func (s *Supervisor) nodeState(i int, id, instanceType, zone string) (NodeState, error) {
+	fn, ok := s.fabric.Node(id)
+	if !ok {
+		return NodeState{}, fmt.Errorf("instance %s has no node namespace", id)
+	}
+	if i > 240 {
+		return NodeState{}, fmt.Errorf("node %d: the lab has loopback addresses for 240 nodes", i)
+	}
+	name := fmt.Sprintf("%s-%d", s.cfg.Name, i)
+	return NodeState{Name: name, InstanceID: id, InstanceType: instanceType,
+		Zone: zone, PrimaryIP: fn.PrimaryIP().String(), NetNS: fn.NetNSPath(),
+		Root: filepath.Join(s.cfg.Dir, "nodes", name, "root"), Cgroup: nodeCgroup(name),
+		KubeletAddr: fmt.Sprintf("127.0.0.%d", 10+i), MaxPods: maxPods(s.cfg.Mode, s.types[instanceType]),
+		Status: NodeRunning}, nil
 }
 
 // maxPods is the kubelet's pod limit: the instance type's capacity for
@@ -232,28 +262,47 @@ func maxPods(m mode.Mode, t fakecloud.InstanceType) int {
 // startRelays connects each node to the API server, and the API server to
 // each kubelet, over loopback.
 func (s *Supervisor) startRelays() error {
-	for _, n := range s.st.Nodes {
-		fn, _ := s.fabric.Node(n.InstanceID)
-		var l net.Listener
-		if err := fn.Do(func(ns.NetNS) error {
-			var err error
-			l, err = net.Listen("tcp", "127.0.0.1:6443")
+	for i := range s.st.Nodes {
+		n := s.newNode(&s.st.Nodes[i])
+		s.nodes = append(s.nodes, n)
+		if err := s.startNodeRelays(n); err != nil {
 			return err
-		}); err != nil {
-			return fmt.Errorf("listen for the API server in %s: %w", n.Name, err)
 		}
-		var d net.Dialer
-		s.relays = append(s.relays, startRelay(l, func(ctx context.Context) (net.Conn, error) {
-			return d.DialContext(ctx, "tcp", "127.0.0.1:6443")
-		}, s.log))
-		kl, err := net.Listen("tcp", n.KubeletAddr+":10250")
-		if err != nil {
-			return fmt.Errorf("listen for %s's kubelet: %w", n.Name, err)
-		}
-		s.relays = append(s.relays, startRelay(kl, func(ctx context.Context) (net.Conn, error) {
-			return fn.DialContext(ctx, "tcp", "127.0.0.1:10250")
-		}, s.log))
 	}
+	return nil
+}
+
+// newNode is the runner of node st.
+func (s *Supervisor) newNode(st *NodeState) *node {
+	return &node{st: st, dir: filepath.Join(s.cfg.Dir, "nodes", st.Name), bin: s.bin, procs: s.procs}
+}
+
+// startNodeRelays listens for the API server inside the node's namespace
+// and for its kubelet on its host loopback address.
+func (s *Supervisor) startNodeRelays(n *node) error {
+	fn, ok := s.fabric.Node(n.st.InstanceID)
+	if !ok {
+		return fmt.Errorf("instance %s has no node namespace", n.st.InstanceID)
+	}
+	var l net.Listener
+	if err := fn.Do(func(ns.NetNS) error {
+		var err error
+		l, err = net.Listen("tcp", "127.0.0.1:6443")
+		return err
+	}); err != nil {
+		return fmt.Errorf("listen for the API server in %s: %w", n.st.Name, err)
+	}
+	var d net.Dialer
+	n.relays = append(n.relays, startRelay(l, func(ctx context.Context) (net.Conn, error) {
+		return d.DialContext(ctx, "tcp", "127.0.0.1:6443")
+	}, s.log))
+	kl, err := net.Listen("tcp", n.st.KubeletAddr+":10250")
+	if err != nil {
+		return fmt.Errorf("listen for %s's kubelet: %w", n.st.Name, err)
+	}
+	n.relays = append(n.relays, startRelay(kl, func(ctx context.Context) (net.Conn, error) {
+		return fn.DialContext(ctx, "tcp", "127.0.0.1:10250")
+	}, s.log))
 	return nil
 }
 
@@ -267,19 +316,13 @@ func (s *Supervisor) startNodes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	clusterCIDR := "192.168.0.0/16"
-	if s.cfg.Mode == mode.VPC {
-		clusterCIDR = vpcClusterCIDR
-	}
-	errs := make([]error, len(s.st.Nodes))
+	errs := make([]error, len(s.nodes))
 	var wg sync.WaitGroup
-	for i := range s.st.Nodes {
-		n := &node{st: &s.st.Nodes[i], dir: filepath.Join(s.cfg.Dir, "nodes", s.st.Nodes[i].Name), bin: s.bin, procs: s.procs}
-		s.nodes = append(s.nodes, n)
+	for i, n := range s.nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = s.startNode(ctx, n, clusterCIDR)
+			errs[i] = s.startNode(ctx, n, s.cfg.Images)
 		}()
 	}
 	wg.Wait()
@@ -289,27 +332,52 @@ func (s *Supervisor) startNodes(ctx context.Context) error {
 	return s.st.write()
 }
 
-func (s *Supervisor) startNode(ctx context.Context, n *node, clusterCIDR string) error {
+// clusterCIDR is kube-proxy's cluster CIDR: the pods' addresses.
+func (s *Supervisor) clusterCIDR() string {
+	if s.cfg.Mode == mode.VPC {
+		return vpcClusterCIDR
+	}
+	return "192.168.0.0/16"
+}
+
+// startNode boots a node: its mount namespace, cgroup, containerd (with
+// images imported), kubelet and kube-proxy.
+func (s *Supervisor) startNode(ctx context.Context, n *node, images []string) error {
 	if err := n.startHolder(ctx); err != nil {
 		return err
 	}
 	if err := createCgroup(n.st.Cgroup); err != nil {
 		return err
 	}
-	if err := n.startContainerd(ctx, s.cfg.Images); err != nil {
+	if err := n.startContainerd(ctx, images); err != nil {
 		return err
 	}
-	if err := n.startKubelet(s.pki, s.cp.kubeconfig("node-"+n.st.Name), s.st.Region); err != nil {
-		return err
+	for _, c := range []string{ComponentKubelet, componentKubeProxy} {
+		if err := s.startComponent(ctx, n, c); err != nil {
+			return err
+		}
 	}
-	return n.startKubeProxy(s.cp.kubeconfig("kube-proxy"), clusterCIDR, s.cfg.Mode == mode.ENIOnly)
+	return nil
+}
+
+// startComponent (re)starts one of the node's processes with its
+// configuration.
+func (s *Supervisor) startComponent(ctx context.Context, n *node, c string) error {
+	switch c {
+	case ComponentContainerd:
+		return n.startContainerd(ctx, nil)
+	case ComponentKubelet:
+		return n.startKubelet(s.pki, s.cp.kubeconfig("node-"+n.st.Name), s.st.Region)
+	case componentKubeProxy:
+		return n.startKubeProxy(s.cp.kubeconfig("kube-proxy"), s.clusterCIDR(), s.cfg.Mode == mode.ENIOnly)
+	}
+	return fmt.Errorf("no node component %q", c)
 }
 
 // startRouteController does cloud-controller-manager's job for VPC mode:
 // a VPC route entry per node podCIDR, which the fabric then follows.
 func (s *Supervisor) startRouteController() {
-	ctx, cancel := context.WithCancel(context.Background())
-	s.stopBg = cancel
+	ctx := s.bgCtx
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
@@ -325,10 +393,17 @@ func (s *Supervisor) startRouteController() {
 // teardown stops everything Run started, in the reverse order, and
 // sweeps what the processes left: the nodes' namespaces and cgroups.
 func (s *Supervisor) teardown() {
+	if s.control != nil {
+		_ = s.control.Close()
+		_ = os.Remove(ControlSocketPath(s.cfg.Dir))
+	}
 	if s.stopBg != nil {
 		s.stopBg()
 		s.bg.Wait()
 	}
+	// An operation still running ends with its connection; wait for it.
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, n := range s.nodes {
 		n.stop()
 	}
@@ -345,8 +420,10 @@ func (s *Supervisor) teardown() {
 	if s.cp != nil {
 		s.cp.stop()
 	}
-	for _, r := range s.relays {
-		r.close()
+	for _, n := range s.nodes {
+		for _, r := range n.relays {
+			r.close()
+		}
 	}
 	if s.httpd != nil {
 		_ = s.httpd.Close()
@@ -359,7 +436,7 @@ func (s *Supervisor) teardown() {
 			s.log.Warn("close fabric", "err", err)
 		}
 	}
-	for _, n := range s.st.Nodes {
+	for _, n := range slices.Concat(s.st.Nodes, s.st.Released) {
 		if err := removeCgroup(n.Cgroup); err != nil {
 			s.log.Warn("remove cgroup", "node", n.Name, "err", err)
 		}
