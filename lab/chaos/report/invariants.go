@@ -226,7 +226,7 @@ func CheckRestarts(tl *timeline.Timeline, causes []string, grace time.Duration, 
 // explaining finds the band that explains restart rs at when.
 func explaining(bands []timeline.Band, rs timeline.Restart, when time.Time, causes []string, grace time.Duration, instances map[string]string) (timeline.Band, bool) {
 	for _, b := range bands {
-		onNode := b.Target == "" || b.Target == rs.Node || (b.Target == instances[rs.Node] && b.Target != "")
+		onNode := targets(b.Target, rs.Node, instances[rs.Node])
 		ended := b.End
 		if ended.IsZero() {
 			ended = when // still active
@@ -236,6 +236,21 @@ func explaining(bands []timeline.Band, rs timeline.Restart, when time.Time, caus
 		}
 	}
 	return timeline.Band{}, false
+}
+
+// targets says whether a band's target means the node (by name or
+// instance): an empty target means every node, and a step against several
+// nodes names them all, comma-separated ("lab-1,lab-2").
+func targets(target, node, instance string) bool {
+	if target == "" {
+		return true
+	}
+	for _, t := range strings.Split(target, ",") {
+		if t = strings.TrimSpace(t); t != "" && (t == node || t == instance) {
+			return true
+		}
+	}
+	return false
 }
 
 // CheckMachine: the machine comparison after `down` found nothing.

@@ -196,6 +196,10 @@ func TestCheckRestarts(t *testing.T) {
 	expect(t, "by instance", CheckRestarts(tl, causes, grace, map[string]string{"node-2": "i-2"}), VerdictPass, "2 kill-terwayd (i-2)")
 	expect(t, "not a cause", CheckRestarts(tl, []string{"node"}, grace, map[string]string{"node-2": "i-2"}), VerdictFail)
 	expect(t, "none", CheckRestarts(nil, causes, grace, nil), "skipped")
+	tl.Bands[0].Target = "node-1,node-2" // a step against a list of nodes
+	expect(t, "by a list of nodes", CheckRestarts(tl, causes, grace, nil), VerdictPass, "2 kill-terwayd (node-1,node-2)")
+	tl.Bands[0].Target = "node-1,node-3"
+	expect(t, "not in the list", CheckRestarts(tl, causes, grace, nil), VerdictFail)
 }
 
 func TestCheckMachine(t *testing.T) {
