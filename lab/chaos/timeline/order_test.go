@@ -88,3 +88,34 @@ release:
 		t.Fatalf("the timeline does not read back: %v", err)
 	}
 }
+
+// A sample whose moment was read before the last sample's (a tick that
+// read the clock, then waited behind SampleNow) is appended at the last
+// sample's moment, not before it: the samples stay in order and no call
+// span is negative.
+func TestLateSampleKeepsOrder(t *testing.T) {
+	g := &gateCalls{held: make(chan struct{})}
+	t0 := time.Unix(1000, 0)
+	s, err := Start(t.Context(), Config{Calls: g, Interval: time.Hour, Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.sample(t0.Add(2 * time.Second)) // SampleNow, which got the turn first
+	s.sample(t0.Add(time.Second))     // the tick that read the clock before it
+	tl := s.Stop()
+	if len(tl.Samples) != 4 {
+		t.Fatalf("%d samples, want 4", len(tl.Samples))
+	}
+	for i := 1; i < len(tl.Samples); i++ {
+		if tl.Samples[i].At < tl.Samples[i-1].At || tl.Samples[i].CallsOver < 0 {
+			t.Errorf("sample %d at %s (span %s) after one at %s", i, tl.Samples[i].At.D(), tl.Samples[i].CallsOver.D(), tl.Samples[i-1].At.D())
+		}
+	}
+	var b bytes.Buffer
+	if err := json.NewEncoder(&b).Encode(tl); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b.Bytes(), new(Timeline)); err != nil {
+		t.Fatalf("the timeline does not read back: %v", err)
+	}
+}
