@@ -10,15 +10,14 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud/admin"
 	"github.com/terway-sim/terway/lab/chaos"
-	"github.com/terway-sim/terway/lab/chaos/report"
-	"github.com/terway-sim/terway/lab/chaos/timeline"
+	"github.com/terway-sim/terway/lab/chaos/runner"
 	"github.com/terway-sim/terway/lab/cluster"
 	"github.com/terway-sim/terway/lab/prereq"
 	"github.com/terway-sim/terway/lab/workload"
@@ -42,11 +41,16 @@ func newChaosCommand(g *globals) *cobra.Command {
 		Short: "Apply a named, seeded fault plan to the running lab during a rollout, undo it, prove it fired",
 		Long: `chaos resolves a fault plan (a name from --list, or a JSON plan file) with a
 seed into a schedule — faults, targets, offsets, fakecloud's fault seeds —
-and applies it to the running lab while a rollout of the plan's pods runs:
-each step at its offset, undone at its end, every fault removed at the end
-also on failure or interruption. Then every step must have fired (fakecloud's
-accounting shows the injected outcomes; process and node steps say what they
-did), the pods must be Ready and the audit clean within the plan's limits.
+and runs it with lab/chaos/runner: it waits until the lab has settled
+(terway Ready on every node, the previous workload gone), empties the
+pools first when the plan starts on cold pools, and applies the schedule
+while a rollout of the plan's pods runs: each step at its offset, undone at
+its end, every fault removed at the end also on failure or interruption.
+Then every step must have fired (fakecloud's accounting shows the injected
+outcomes; process and node steps say what they did), the pods must be Ready
+within the plan's limit with addresses that fakecloud's world confirms, the
+connectivity matrix must pass, every daemon restart must have a fault to
+explain it, and the audit must come out clean within the plan's limit.
 The report (JSON, Markdown, an SVG timeline sampled each second, and a
 summary over the runs in --out) says which invariants held, and why those
 whose facts were not collected were skipped.
@@ -161,55 +165,47 @@ func labEngine(st *cluster.State, progress io.Writer) (*chaos.Engine, error) {
 
 var _ chaos.Lab = (*cluster.Control)(nil)
 
-// chaosNamespace holds the chaos workload.
-const chaosNamespace = "terway-chaos"
-
-// chaosOnLab runs the schedule on the lab during a rollout of the plan's
-// pods, sampling a timeline from before the rollout to after the checks,
-// then judges the invariants and writes the schedule, result and report.
+// chaosOnLab runs the schedule on the lab through the chaos runner
+// (lab/chaos/runner: settle, rollout, faults, facts, audit, verdict),
+// then prints each violation once, the engine's result, and where the
+// report went.
 func chaosOnLab(ctx context.Context, g *globals, st *cluster.State, s *chaos.Schedule, out string) error {
 	eng, err := labEngine(st, g.stdout)
 	if err != nil {
 		return err
 	}
-	kube, err := kubeClient(st)
+	rc, err := clientcmd.BuildConfigFromFlags("", st.Kubeconfig)
 	if err != nil {
 		return err
 	}
-	w, err := workload.New(kube, workload.Spec{Namespace: chaosNamespace, Replicas: int32(s.Plan.Workload.Pods),
-		ExclusiveENI: st.Mode == mode.ENIOnly, Spread: true})
+	rc.QPS, rc.Burst = 50, 100
+	kube, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-		defer cancel()
-		_ = w.Delete(dctx)
-	}()
-	sampler, err := timeline.Start(ctx, timeline.Config{Calls: eng.Cloud, Kube: kube, Namespace: chaosNamespace})
+	exec, err := workload.NewExecutor(rc)
 	if err != nil {
 		return err
 	}
-	defer sampler.Stop()
-	printf(g.stdout, "chaos: rollout of %d pods\n", s.Plan.Workload.Pods)
-	if err := w.Deploy(ctx); err != nil {
+	cfg, err := runner.LabConfig(st, kube, exec, eng, s, g.stdout)
+	if err != nil {
 		return err
 	}
-	res, runErr := eng.Run(ctx, s)
-	if res == nil {
-		return runErr
+	o, err := runner.Run(ctx, cfg, s)
+	if err != nil {
+		return err
 	}
-	addBands(sampler, res)
-	f, notes, checkErr := collectFacts(ctx, g, st, kube, s, w, sampler)
-	f.Timeline = sampler.Stop()
-	run := chaosRun(s, res, runErr, f, notes)
-	return errors.Join(runErr, checkErr, verdict(g, run), writeChaos(g, s, res, run, out))
+	return errors.Join(writeChaos(g, o, out), o.Err())
 }
 
-// writeChaos prints the result, writes the report with report.WriteRun
-// under out/<plan>-<seed>, and schedule.json and result.json beside it.
-func writeChaos(g *globals, s *chaos.Schedule, res *chaos.Result, run *report.Run, out string) error {
-	if err := res.WriteText(g.stdout); err != nil {
+// writeChaos prints the violations (each once, explained) and the
+// engine's result, and writes the report under out (default
+// <repo>/.lab/chaos).
+func writeChaos(g *globals, o *runner.Outcome, out string) error {
+	if err := o.WriteViolations(g.stdout); err != nil {
+		return err
+	}
+	if err := o.Result.WriteText(g.stdout); err != nil {
 		return err
 	}
 	if out == "" {
@@ -220,24 +216,10 @@ func writeChaos(g *globals, s *chaos.Schedule, res *chaos.Result, run *report.Ru
 		}
 		out = filepath.Join(repo, ".lab", "chaos")
 	}
-	dir, err := report.WriteRun(out, run)
+	dir, err := o.WriteReport(out)
 	if err != nil {
 		return err
-	}
-	for name, write := range map[string]func(io.Writer) error{"schedule.json": s.WriteJSON, "result.json": res.WriteJSON} {
-		if err := writeFile(filepath.Join(dir, name), write); err != nil {
-			return err
-		}
 	}
 	printf(g.stdout, "chaos: report, schedule and result written to %s\n", dir)
 	return nil
-}
-
-func writeFile(path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	err = write(f)
-	return errors.Join(err, f.Close())
 }

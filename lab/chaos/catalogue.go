@@ -12,30 +12,31 @@ import (
 
 // Catalogue returns the named plans, sorted by name: at least one per
 // fault kind, and a mix. Each runs a rollout of DefaultPods pods from the
-// schedule's start and states its invariants' time limits. The caller
+// schedule's start and states its invariants' time limits; the plans
+// whose faults are on the allocation path start on cold pools. The caller
 // owns the plans returned.
 func Catalogue() []Plan {
 	plans := []Plan{
-		plan("cloud-errors", "30% InternalError on the allocation path during the rollout", 2, 5,
-			step(CloudErrors, 5, 120, "", Params{})),
-		plan("lost-answers", "20% of allocation calls applied and answered with an error", 2, 5,
-			step(LostAnswers, 5, 120, "", Params{})),
-		plan("lost-answers-timeout", "10% of allocation calls applied and never answered", 3, 6,
-			step(LostAnswers, 5, 120, "", Params{Percent: 10, Lost: "timeout"})),
-		plan("slow-async", "attach and detach take 30s for three minutes", 3, 7,
-			step(SlowAsync, 0, 180, "", Params{})),
-		plan("throttle-storm", "allocation calls throttled to one a minute for three minutes", 3, 7,
-			step(ThrottleStorm, 5, 180, "", Params{})),
-		plan("vswitch-exhaustion", "every vSwitch runs dry mid-rollout for two minutes, then is refilled", 3, 6,
-			step(VSwitchExhaustion, 5, 120, "", Params{})),
+		cold(plan("cloud-errors", "30% InternalError on the allocation path during the rollout", 2, 5,
+			step(CloudErrors, 5, 120, "", Params{}))),
+		cold(plan("lost-answers", "20% of allocation calls applied and answered with an error", 2, 5,
+			step(LostAnswers, 5, 120, "", Params{}))),
+		cold(plan("lost-answers-timeout", "half of the allocation calls applied and never answered", 3, 6,
+			step(LostAnswers, 5, 120, "", Params{Percent: 50, Lost: "timeout"}))),
+		cold(plan("slow-async", "attach and detach take 30s for three minutes", 3, 7,
+			step(SlowAsync, 0, 180, "", Params{}))),
+		cold(plan("throttle-storm", "allocation calls throttled to one a minute for three minutes", 3, 7,
+			step(ThrottleStorm, 5, 180, "", Params{}))),
+		cold(plan("vswitch-exhaustion", "every vSwitch runs dry mid-rollout for two minutes, then is refilled", 3, 6,
+			step(VSwitchExhaustion, 5, 120, "", Params{}))),
 		plan("metadata-outage", "the metadata service answers 5xx on every node for a minute", 2, 5,
 			step(MetadataOutage, 5, 60, "", Params{})),
 		plan("metadata-hang", "the metadata service hangs on every node for a minute", 2, 5,
 			step(MetadataOutage, 5, 60, "", Params{Mode: "hang"})),
 		plan("metadata-stale", "the metadata service answers stale data for two minutes", 2, 5,
 			step(MetadataStale, 5, 120, "", Params{})),
-		plan("consistency", "new ENIs stay missing from Describe for 10s after Create", 2, 5,
-			step(Consistency, 0, 120, "", Params{Delay: admin.Duration(10 * time.Second)})),
+		cold(plan("consistency", "new ENIs stay missing from Describe for 10s after Create", 2, 5,
+			step(Consistency, 0, 120, "", Params{Delay: admin.Duration(10 * time.Second)}))),
 		plan("kill-terwayd", "terwayd killed with SIGKILL three times on a node during the rollout", 2, 5,
 			step(KillTerwayd, 5, 120, TargetRandomNode, Params{})),
 		plan("kill-terwayd-everywhere", "terwayd killed five times on every node during the rollout", 3, 6,
@@ -56,10 +57,10 @@ func Catalogue() []Plan {
 			step(ENIDeleteOOB, 60, 120, TargetRandomENI, Params{})),
 		plan("ip-unassign-oob", "an operator unassigns three secondary addresses", 3, 5,
 			step(IPUnassignOOB, 60, 120, TargetRandomENI, Params{Count: 3})),
-		plan("storm", "cloud errors, a throttling storm on AssignPrivateIpAddresses and terwayd kills together", 3, 7,
+		cold(plan("storm", "cloud errors, a throttling storm on AssignPrivateIpAddresses and terwayd kills together", 3, 7,
 			step(CloudErrors, 5, 120, "", Params{Percent: 20}),
 			step(ThrottleStorm, 30, 60, "", Params{Actions: []string{"AssignPrivateIpAddresses"}}),
-			step(KillTerwayd, 10, 120, TargetRandomNode, Params{Kills: 2})),
+			step(KillTerwayd, 10, 120, TargetRandomNode, Params{Kills: 2}))),
 	}
 	slices.SortFunc(plans, func(a, b Plan) int { return cmp.Compare(a.Name, b.Name) })
 	return plans
@@ -85,6 +86,13 @@ func plan(name, description string, auditClean, podsReady int, steps ...Step) Pl
 		Invariants: Invariants{AuditClean: admin.Duration(time.Duration(auditClean) * time.Minute),
 			PodsReady: admin.Duration(time.Duration(podsReady) * time.Minute)},
 		Steps: steps}
+}
+
+// cold makes p start on cold pools (Workload.ColdPools): its faults are
+// on the allocation path, which a warm lab's pools answer without a call.
+func cold(p Plan) Plan {
+	p.Workload.ColdPools = true
+	return p
 }
 
 // step builds a catalogue step; start and duration are in seconds.

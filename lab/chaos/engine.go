@@ -60,6 +60,11 @@ func (e *Engine) Run(ctx context.Context, s *Schedule) (res *Result, err error) 
 	return nil, r.play(ctx)
 }
 
+// Check says, without touching the lab, whether the engine has every
+// client and node s needs (what Run checks first): a caller can refuse or
+// skip a schedule before it sets anything up for it.
+func (e *Engine) Check(s *Schedule) error { return e.preflight(s) }
+
 // preflight checks that the engine has what every step needs.
 func (e *Engine) preflight(s *Schedule) error {
 	for _, st := range s.Steps {

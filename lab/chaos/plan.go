@@ -30,6 +30,18 @@ type Plan struct {
 type Workload struct {
 	// Pods is the rollout's size; 0 means DefaultPods.
 	Pods int `json:"pods,omitempty"`
+	// ColdPools starts the rollout on cold pools: before it, an operator
+	// deletes (through the engine's Operator) every secondary ENI of the
+	// lab's nodes that holds no pod's address, and the run waits until the
+	// audit is clean again (the daemons dropped them). Allocation-path
+	// faults then meet the calls a cold node makes (CreateNetworkInterface,
+	// AttachNetworkInterface, AssignPrivateIpAddresses) instead of a warm
+	// pool that answers the rollout without calling the cloud at all.
+	ColdPools bool `json:"coldPools,omitempty"`
+	// Restarts is how many rolling restarts of the pods (every pod
+	// replaced, as kubectl rollout restart does) the run starts inside the
+	// faults' window, evenly spaced; 0 is none.
+	Restarts int `json:"restarts,omitempty"`
 }
 
 // DefaultPods is a plan's rollout size when it states none.
@@ -160,6 +172,9 @@ func (p Plan) Validate() error {
 	}
 	if p.Workload.Pods < 0 {
 		return fmt.Errorf("plan %s: workload pods %d must not be negative", p.Name, p.Workload.Pods)
+	}
+	if p.Workload.Restarts < 0 {
+		return fmt.Errorf("plan %s: workload restarts %d must not be negative", p.Name, p.Workload.Restarts)
 	}
 	if len(p.Steps) == 0 {
 		return fmt.Errorf("plan %s: no steps", p.Name)

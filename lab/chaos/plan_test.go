@@ -115,3 +115,38 @@ func TestCatalogue(t *testing.T) {
 		t.Fatalf("Lookup(nope): %v, want an error listing the plans", err)
 	}
 }
+
+// The plans whose faults are on the allocation path start on cold pools,
+// where a warm lab's pools would answer the rollout without a call; the
+// lost-answers-timeout plan loses enough answers to be seen.
+func TestCatalogueColdPools(t *testing.T) {
+	cold := map[string]bool{"cloud-errors": true, "lost-answers": true, "lost-answers-timeout": true, "consistency": true,
+		"slow-async": true, "throttle-storm": true, "vswitch-exhaustion": true, "storm": true}
+	for _, p := range Catalogue() {
+		if p.Workload.ColdPools != cold[p.Name] {
+			t.Errorf("%s: cold pools %v, want %v", p.Name, p.Workload.ColdPools, cold[p.Name])
+		}
+	}
+	p, err := Lookup("lost-answers-timeout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Steps[0].Params.Percent; got != 50 {
+		t.Errorf("lost-answers-timeout loses %v%%, want 50%%", got)
+	}
+	s, err := Resolve(p, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := s.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "on cold pools") {
+		t.Errorf("the schedule does not say the pools start cold:\n%s", b.String())
+	}
+	p.Workload.Restarts = -1
+	if err := p.Validate(); err == nil {
+		t.Error("negative restarts accepted")
+	}
+}

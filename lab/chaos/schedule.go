@@ -170,13 +170,25 @@ func (s *Schedule) WriteJSON(w io.Writer) error {
 	return enc.Encode(s)
 }
 
+// about says how the rollout starts and what it does besides.
+func (w Workload) about() string {
+	var s string
+	if w.ColdPools {
+		s += " on cold pools"
+	}
+	if w.Restarts > 0 {
+		s += fmt.Sprintf(", %d rolling restart(s) while the faults last", w.Restarts)
+	}
+	return s
+}
+
 // WriteText writes the schedule as a readable table.
 func (s *Schedule) WriteText(w io.Writer) error {
 	p := s.Plan
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "plan %s, seed %d (run %s): %s\n", p.Name, s.Seed, s.Run, p.Description)
-	fmt.Fprintf(tw, "workload: a rollout of %d pods from 0s; faults end at %s; then pods Ready within %s, audit clean within %s\n",
-		p.Workload.Pods, s.FaultsEnd(), p.Invariants.PodsReady.D(), p.Invariants.AuditClean.D())
+	fmt.Fprintf(tw, "workload: a rollout of %d pods from 0s%s; faults end at %s; then pods Ready within %s, audit clean within %s\n",
+		p.Workload.Pods, p.Workload.about(), s.FaultsEnd(), p.Invariants.PodsReady.D(), p.Invariants.AuditClean.D())
 	fmt.Fprintln(tw, "STEP\tSTART\tEND\tKIND\tTARGET\tWHAT")
 	for _, st := range s.Steps {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", st.Name, st.Start.D(), st.End.D(), st.Kind, st.targetText(), st.describe())

@@ -80,6 +80,24 @@ func (w *Workload) Scale(ctx context.Context, replicas int32) error {
 	return nil
 }
 
+// RestartedAtAnnotation is the pod template annotation Restart sets, as
+// `kubectl rollout restart` does.
+const RestartedAtAnnotation = "kubectl.kubernetes.io/restartedAt"
+
+// Restart starts a rolling restart of the Deployment's pods, as
+// `kubectl rollout restart` does: a new pod template, so every pod is
+// replaced (new sandboxes, new addresses), a few at a time. It does not
+// wait for the rollout.
+func (w *Workload) Restart(ctx context.Context, at time.Time) error {
+	patch := fmt.Appendf(nil, `{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`,
+		RestartedAtAnnotation, at.Format(time.RFC3339Nano))
+	_, err := w.kube.AppsV1().Deployments(w.spec.Namespace).Patch(ctx, w.spec.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("restart %s/%s: %w", w.spec.Namespace, w.spec.Name, err)
+	}
+	return nil
+}
+
 // Pods lists the workload's pods, terminating ones included.
 func (w *Workload) Pods(ctx context.Context) ([]corev1.Pod, error) {
 	list, err := w.kube.CoreV1().Pods(w.spec.Namespace).List(ctx, metav1.ListOptions{LabelSelector: w.Selector()})

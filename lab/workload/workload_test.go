@@ -107,3 +107,34 @@ func podLists(kube *fake.Clientset) int {
 	}
 	return n
 }
+
+// Restart changes the pod template, as kubectl rollout restart does, so
+// that the Deployment replaces every pod.
+func TestRestart(t *testing.T) {
+	ctx := t.Context()
+	kube := fake.NewClientset()
+	w, err := New(kube, Spec{Namespace: "wl", Replicas: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Restart(ctx, time.Now()); err == nil {
+		t.Error("Restart of a workload not deployed succeeded")
+	}
+	if err := w.Deploy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 5, 1, 2, 3, 0, time.UTC)
+	if err := w.Restart(ctx, at); err != nil {
+		t.Fatal(err)
+	}
+	d, err := kube.AppsV1().Deployments("wl").Get(ctx, w.Spec().Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Spec.Template.Annotations[RestartedAtAnnotation]; got != at.Format(time.RFC3339Nano) {
+		t.Errorf("template annotation %q = %q, want %q", RestartedAtAnnotation, got, at.Format(time.RFC3339Nano))
+	}
+	if *d.Spec.Replicas != 2 {
+		t.Errorf("replicas %d after a restart, want 2", *d.Spec.Replicas)
+	}
+}

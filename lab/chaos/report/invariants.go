@@ -61,6 +61,10 @@ type Facts struct {
 	Instances map[string]string
 	// WantPods is the workload's replicas; 0 skips pods-ready.
 	WantPods int
+	// AuditFrom is when the audits started with the lab at rest (the
+	// workload gone); the audit's limit counts from it when it is after
+	// FaultsEnd. Zero: from FaultsEnd.
+	AuditFrom time.Time
 	// Timeline is the run's timeline.
 	Timeline *timeline.Timeline
 	// Connectivity are the connectivity checks run after the faults.
@@ -75,7 +79,7 @@ type Facts struct {
 func (iv Invariants) Check(f Facts) []Result {
 	return []Result{
 		CheckFaultsFired(f.Faults),
-		CheckAuditClean(f.Audits, f.FaultsEnd, iv.AuditWithin),
+		CheckAuditClean(f.Audits, f.FaultsEnd, f.AuditFrom, iv.AuditWithin),
 		CheckUniqueAddresses(f.Pods),
 		CheckAddressesOnNodeENIs(f.Pods, f.World, f.Instances),
 		CheckPodsReady(f.Timeline, f.WantPods, f.FaultsEnd, iv.ReadyWithin),
@@ -110,12 +114,18 @@ func CheckFaultsFired(faults []Fault) Result {
 }
 
 // CheckAuditClean: an audit taken at or after faultsEnd and at most
-// within later is clean, and none after it found anything again.
-func CheckAuditClean(audits []*audit.Report, faultsEnd time.Time, within time.Duration) Result {
+// within after the later of faultsEnd and auditFrom (when the lab was
+// left at rest for the audit; zero if it was not) is clean, and none
+// after it found anything again.
+func CheckAuditClean(audits []*audit.Report, faultsEnd, auditFrom time.Time, within time.Duration) Result {
 	r := Result{Invariant: InvAuditClean}
 	if len(audits) == 0 {
 		r.Skipped = "no audit taken"
 		return r
+	}
+	limit := faultsEnd.Add(within)
+	if auditFrom.After(faultsEnd) {
+		limit = auditFrom.Add(within)
 	}
 	var clean, last *audit.Report
 	for _, a := range audits {
@@ -124,7 +134,7 @@ func CheckAuditClean(audits []*audit.Report, faultsEnd time.Time, within time.Du
 		}
 		last = a
 		switch {
-		case clean == nil && a.Clean() && !a.Time.After(faultsEnd.Add(within)):
+		case clean == nil && a.Clean() && !a.Time.After(limit):
 			clean = a
 		case clean != nil && !a.Clean():
 			r.violate(a.Time, "the audit found problems again %s after the faults ended, once clean: %s", since(faultsEnd, a.Time), AuditSummary(a))
@@ -134,12 +144,20 @@ func CheckAuditClean(audits []*audit.Report, faultsEnd time.Time, within time.Du
 	case last == nil:
 		r.violate(faultsEnd, "no audit taken after the faults ended")
 	case clean == nil:
-		r.violate(faultsEnd.Add(within), "the audit was not clean within %s after the faults ended; the last one, %s after: %s",
-			within, since(faultsEnd, last.Time), AuditSummary(last))
+		r.violate(limit, "the audit was not clean within %s%s; the last one, %s after the faults ended: %s",
+			within, restText(faultsEnd, auditFrom), since(faultsEnd, last.Time), AuditSummary(last))
 	default:
 		r.Detail = fmt.Sprintf("clean %s after the faults ended", since(faultsEnd, clean.Time))
 	}
 	return r
+}
+
+// restText says what the audit's limit counts from.
+func restText(faultsEnd, auditFrom time.Time) string {
+	if auditFrom.After(faultsEnd) {
+		return fmt.Sprintf(" of the lab at rest (%s after the faults ended)", since(faultsEnd, auditFrom))
+	}
+	return " after the faults ended"
 }
 
 // CheckPodsReady: a sample of the timeline at or after faultsEnd and at
@@ -226,7 +244,7 @@ func CheckRestarts(tl *timeline.Timeline, causes []string, grace time.Duration, 
 // explaining finds the band that explains restart rs at when.
 func explaining(bands []timeline.Band, rs timeline.Restart, when time.Time, causes []string, grace time.Duration, instances map[string]string) (timeline.Band, bool) {
 	for _, b := range bands {
-		onNode := b.Target == "" || b.Target == rs.Node || (b.Target == instances[rs.Node] && b.Target != "")
+		onNode := targets(b.Target, rs.Node, instances[rs.Node])
 		ended := b.End
 		if ended.IsZero() {
 			ended = when // still active
@@ -236,6 +254,21 @@ func explaining(bands []timeline.Band, rs timeline.Restart, when time.Time, caus
 		}
 	}
 	return timeline.Band{}, false
+}
+
+// targets says whether a band's target means the node (by name or
+// instance): an empty target means every node, and a step against several
+// nodes names them all, comma-separated ("lab-1,lab-2").
+func targets(target, node, instance string) bool {
+	if target == "" {
+		return true
+	}
+	for _, t := range strings.Split(target, ",") {
+		if t = strings.TrimSpace(t); t != "" && (t == node || t == instance) {
+			return true
+		}
+	}
+	return false
 }
 
 // CheckMachine: the machine comparison after `down` found nothing.

@@ -99,7 +99,7 @@ func TestCheckAuditClean(t *testing.T) {
 		{"clean in time", []*audit.Report{auditAt(-time.Second), auditAt(time.Second, leak), auditAt(5 * time.Second)}, VerdictPass,
 			[]string{"clean 5s after the faults ended"}},
 		{"never clean", []*audit.Report{auditAt(time.Second, leak), auditAt(20*time.Second, leak)}, VerdictFail,
-			[]string{"not clean within 10s", "the last one, 20s after: 1 finding(s)", "leaked-ip ×1", "leaked-ip node-1: ip 192.168.0.7 on eni-1"}},
+			[]string{"not clean within 10s", "the last one, 20s after the faults ended: 1 finding(s)", "leaked-ip ×1", "leaked-ip node-1: ip 192.168.0.7 on eni-1"}},
 		{"clean too late", []*audit.Report{auditAt(20 * time.Second)}, VerdictFail, []string{"not clean within 10s"}},
 		{"dirty again", []*audit.Report{auditAt(2 * time.Second), auditAt(8*time.Second, leak)}, VerdictFail,
 			[]string{"problems again 8s after the faults ended"}},
@@ -107,8 +107,15 @@ func TestCheckAuditClean(t *testing.T) {
 		{"none", nil, "skipped", []string{"no audit taken"}},
 	}
 	for _, c := range cases {
-		expect(t, c.name, CheckAuditClean(c.audits, faultsEnd, within), c.status, c.texts...)
+		expect(t, c.name, CheckAuditClean(c.audits, faultsEnd, time.Time{}, within), c.status, c.texts...)
 	}
+	// Left at rest 15 s after the faults (pods waited for, checked,
+	// deleted), the audit has its 10 s from then.
+	rest := faultsEnd.Add(15 * time.Second)
+	expect(t, "clean in time after rest", CheckAuditClean([]*audit.Report{auditAt(20 * time.Second)}, faultsEnd, rest, within), VerdictPass,
+		"clean 20s after the faults ended")
+	expect(t, "not clean after rest", CheckAuditClean([]*audit.Report{auditAt(26*time.Second, leak)}, faultsEnd, rest, within), VerdictFail,
+		"not clean within 10s of the lab at rest (15s after the faults ended)")
 }
 
 func TestCheckUniqueAddresses(t *testing.T) {
@@ -196,6 +203,10 @@ func TestCheckRestarts(t *testing.T) {
 	expect(t, "by instance", CheckRestarts(tl, causes, grace, map[string]string{"node-2": "i-2"}), VerdictPass, "2 kill-terwayd (i-2)")
 	expect(t, "not a cause", CheckRestarts(tl, []string{"node"}, grace, map[string]string{"node-2": "i-2"}), VerdictFail)
 	expect(t, "none", CheckRestarts(nil, causes, grace, nil), "skipped")
+	tl.Bands[0].Target = "node-1,node-2" // a step against a list of nodes
+	expect(t, "by a list of nodes", CheckRestarts(tl, causes, grace, nil), VerdictPass, "2 kill-terwayd (node-1,node-2)")
+	tl.Bands[0].Target = "node-1,node-3"
+	expect(t, "not in the list", CheckRestarts(tl, causes, grace, nil), VerdictFail)
 }
 
 func TestCheckMachine(t *testing.T) {

@@ -128,8 +128,9 @@ func writeTimeline(b *strings.Builder, r *Run) {
 }
 
 // WriteSummary writes a table of runs, sorted by plan and seed, each
-// linked to its page (RunDir/run.md).
-func WriteSummary(w io.Writer, runs []*Run) error {
+// linked to its page (RunDir/run.md), then the damaged runs: why each
+// run directory that could not be read was left out.
+func WriteSummary(w io.Writer, runs []*Run, damaged ...string) error {
 	var b strings.Builder
 	failed := 0
 	for _, r := range runs {
@@ -146,6 +147,12 @@ func WriteSummary(w io.Writer, runs []*Run) error {
 		fmt.Fprintf(&b, "| [%s](%s) | %d | %s | %s | %d | %d | %s |\n",
 			markdown.Text(r.Plan), path.Join(RunDir(r), MarkdownFile), r.Seed, fmtDuration(r.Duration()),
 			faultsInjected(r), r.PodsStarted, len(r.Violations()), r.Verdict())
+	}
+	if len(damaged) > 0 {
+		fmt.Fprintf(&b, "\n%d damaged run(s), left out above:\n\n", len(damaged))
+		for _, d := range damaged {
+			fmt.Fprintf(&b, "- %s\n", markdown.Text(d))
+		}
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("write summary: %w", err)

@@ -236,3 +236,24 @@ func TestWriteRunLayout(t *testing.T) {
 		t.Error("a plan name with a path was written")
 	}
 }
+
+// A damaged run directory beside the run written (a run.json that does
+// not decode) is listed in the summary, and does not fail the write.
+func TestWriteRunListsDamagedRuns(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "broken-1")
+	if err := os.MkdirAll(bad, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bad, JSONFile), []byte(`{"plan": "broken", "timeline": {"samples": [{"callsOver": "-1s"}]}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WriteRun(dir, passingRun()); err != nil {
+		t.Fatalf("a damaged run elsewhere failed the write: %v", err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, SummaryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	contains(t, "summary", string(md), "1 run(s), 0 failed.", "1 damaged run(s), left out above:", "broken-1/run.json")
+}

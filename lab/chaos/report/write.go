@@ -84,12 +84,29 @@ func WriteRun(dir string, r *Run) (string, error) {
 			return "", err
 		}
 	}
-	runs, readErr := ReadRuns(dir) // a damaged run leaves the others in the summary
+	// A damaged run elsewhere in dir is listed in the summary as such: it
+	// must not fail this run, nor keep the others out of the summary.
+	runs, damaged := ReadRuns(dir)
 	var b bytes.Buffer
-	if err := WriteSummary(&b, runs); err != nil {
+	if err := WriteSummary(&b, runs, damagedLines(damaged)...); err != nil {
 		return runDir, err
 	}
-	return runDir, errors.Join(readErr, writeFile(filepath.Join(dir, SummaryFile), b.Bytes()))
+	return runDir, writeFile(filepath.Join(dir, SummaryFile), b.Bytes())
+}
+
+// damagedLines says, one line each, why runs could not be read.
+func damagedLines(err error) []string {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []string
+		for _, e := range j.Unwrap() {
+			out = append(out, e.Error())
+		}
+		return out
+	}
+	return []string{err.Error()}
 }
 
 // ReadRuns reads every run under dir (dir/*/run.json).

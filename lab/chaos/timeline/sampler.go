@@ -113,7 +113,7 @@ func (s *Sampler) loop() {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
-			s.sample(s.cfg.Now())
+			s.sample(time.Time{})
 		}
 	}
 }
@@ -145,7 +145,7 @@ func (s *Sampler) Begin(name, kind, target string) (end func()) {
 // SampleNow takes a sample at once, between ticks: a caller about to
 // change what the sampler watches (deleting the workload) puts the state
 // before the change on the timeline.
-func (s *Sampler) SampleNow() { s.sample(s.cfg.Now()) }
+func (s *Sampler) SampleNow() { s.sample(time.Time{}) }
 
 // Snapshot returns a copy of the timeline so far (open bands still
 // open), for a violation found while the run goes on.
@@ -161,8 +161,7 @@ func (s *Sampler) Stop() *Timeline {
 	s.stopOnce.Do(func() {
 		close(s.stop)
 		<-s.done
-		end := s.cfg.Now()
-		s.sample(end)
+		end := s.sample(time.Time{})
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.tl.End = end
@@ -188,10 +187,21 @@ func (s *Sampler) copyLocked() *Timeline {
 }
 
 // sample reads every source at once, each within Timeout, and appends
-// what they show as the sample of now.
-func (s *Sampler) sample(now time.Time) {
+// what they show as the sample of when, or of now when it is zero, and
+// returns its time. Now is read once the sample has its turn: a tick that
+// waited behind SampleNow must not append a sample older than the one
+// before it (the call counters' span would be negative, and so
+// unreadable in run.json).
+func (s *Sampler) sample(when time.Time) time.Time {
 	s.sampling.Lock()
 	defer s.sampling.Unlock()
+	now := when
+	if now.IsZero() {
+		now = s.cfg.Now()
+	}
+	if last := s.tl.Start.Add(s.lastAt()); now.Before(last) {
+		now = last // a clock that went back: keep the samples in order
+	}
 	at := admin.Duration(now.Sub(s.tl.Start).Round(time.Millisecond))
 	smp := Sample{At: at, Errors: map[string]string{}}
 	var restarts []Restart
@@ -222,6 +232,18 @@ func (s *Sampler) sample(now time.Time) {
 		smp.Restarts += r.Count
 	}
 	s.tl.Samples = append(s.tl.Samples, smp)
+	return now
+}
+
+// lastAt is the offset of the last sample (0 before the first); only
+// sample calls it, under sampling, the only writer of Samples.
+func (s *Sampler) lastAt() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := len(s.tl.Samples); n > 0 {
+		return s.tl.Samples[n-1].At.D()
+	}
+	return 0
 }
 
 // readCtx bounds one source's read. It outlives the Sampler's context so

@@ -1,0 +1,61 @@
+package runner
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/terway-sim/terway/daemon/mode"
+	"github.com/terway-sim/terway/fakecloud/admin"
+	"github.com/terway-sim/terway/lab/audit"
+	"github.com/terway-sim/terway/lab/chaos"
+	"github.com/terway-sim/terway/lab/cluster"
+	"github.com/terway-sim/terway/lab/workload"
+)
+
+// Namespace holds the chaos workload.
+const Namespace = "terway-chaos"
+
+// ProbeTimeout bounds one connectivity probe: probes go through the API
+// server's exec, which a lab under load answers slowly.
+const ProbeTimeout = 15 * time.Second
+
+// LabEngine is an engine for the lab of st: fakecloud's admin client is
+// its Cloud, an SDK operator with the lab's AccessKey its Operator, the
+// lab's nodes its Nodes. Lab (the supervisor's control of nodes and
+// components) is left to the caller: without it, process and node
+// lifecycle kinds are refused (Engine.Check says so).
+func LabEngine(st *cluster.State, progress io.Writer) (*chaos.Engine, error) {
+	op, err := chaos.NewSDKOperator(chaos.OperatorOptions{Endpoint: st.FakecloudURL, Region: st.Region,
+		AccessKeyID: st.AccessKeyID, AccessKeySecret: st.AccessKeySecret})
+	if err != nil {
+		return nil, err
+	}
+	e := &chaos.Engine{Cloud: &admin.Client{URL: st.FakecloudURL, Token: st.AdminToken}, Operator: op, Progress: progress}
+	for _, n := range st.Nodes {
+		e.Nodes = append(e.Nodes, chaos.Node{Name: n.Name, InstanceID: n.InstanceID})
+	}
+	return e, nil
+}
+
+// LabConfig wires a run of s to the lab of st: the workload of the plan's
+// size in Namespace (an ENI each in ENIOnly mode), spread over the nodes;
+// probes through exec (the API server) with ProbeTimeout; the lab's
+// audit. eng is the caller's, with its clients as wired.
+func LabConfig(st *cluster.State, kube kubernetes.Interface, exec workload.Runner, eng *chaos.Engine, s *chaos.Schedule, progress io.Writer) (Config, error) {
+	w, err := workload.New(kube, workload.Spec{Namespace: Namespace, Replicas: int32(s.Plan.Workload.Pods),
+		ExclusiveENI: st.Mode == mode.ENIOnly, Spread: true})
+	if err != nil {
+		return Config{}, err
+	}
+	cfg := Config{Engine: eng, Kube: kube, Namespace: Namespace, Workload: w, VPC: st.Mode == mode.VPC, Progress: progress,
+		Audit: func(ctx context.Context, within time.Duration) (*audit.Report, error) {
+			return audit.RunUntilClean(ctx, st.AuditInput(kube), within)
+		}}
+	if exec != nil {
+		cfg.Prober = workload.Prober{Runner: exec, Timeout: ProbeTimeout}
+	}
+	return cfg, nil
+}
