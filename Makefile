@@ -57,8 +57,7 @@ test-lab: build ## Scenario suites (scenarios/) on a fresh lab per mode in LAB_M
 # chaos runs the chaos specs (scenarios/chaos_test.go, label chaos): every
 # plan of the catalogue with seed 1 through lab/chaos/runner, one after the
 # other on one fresh 3-node ENIMultiIP lab; terway-lab test compares the
-# machine after down. Plans of kinds the lab cannot apply yet are skipped,
-# saying why. Reports go to .lab/chaos (summary.md over the runs).
+# machine after down. Reports go to .lab/chaos (summary.md over the runs).
 CHAOS_ARGS ?=
 
 .PHONY: chaos

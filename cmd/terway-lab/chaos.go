@@ -141,36 +141,12 @@ func writeCatalogue(w io.Writer) error {
 	return tw.Flush()
 }
 
-// labEngine wires the chaos engine to a running lab: fakecloud's admin
-// client is its Cloud, the supervisor's control socket its Lab (node
-// lifecycle and component kills), and an ECS client with the lab's
-// operator AccessKey, not the daemons', its Operator.
-func labEngine(st *cluster.State, progress io.Writer) (*chaos.Engine, error) {
-	op, err := chaos.NewSDKOperator(chaos.OperatorOptions{Endpoint: st.FakecloudURL, Region: st.Region,
-		AccessKeyID: st.OperatorAccessKeyID, AccessKeySecret: st.OperatorAccessKeySecret})
-	if err != nil {
-		return nil, err
-	}
-	lab, err := cluster.DialControl(st.Dir)
-	if err != nil {
-		return nil, err
-	}
-	e := &chaos.Engine{Cloud: &admin.Client{URL: st.FakecloudURL, Token: st.AdminToken}, Lab: lab, Operator: op,
-		Progress: progress}
-	for _, n := range st.Nodes {
-		e.Nodes = append(e.Nodes, chaos.Node{Name: n.Name, InstanceID: n.InstanceID})
-	}
-	return e, nil
-}
-
-var _ chaos.Lab = (*cluster.Control)(nil)
-
 // chaosOnLab runs the schedule on the lab through the chaos runner
 // (lab/chaos/runner: settle, rollout, faults, facts, audit, verdict),
 // then prints each violation once, the engine's result, and where the
 // report went.
 func chaosOnLab(ctx context.Context, g *globals, st *cluster.State, s *chaos.Schedule, out string) error {
-	eng, err := labEngine(st, g.stdout)
+	eng, err := runner.LabEngine(st, g.stdout)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/terway-sim/terway/internal/fakecloudtest"
 	"github.com/terway-sim/terway/internal/noproxy"
 	"github.com/terway-sim/terway/lab/chaos"
+	"github.com/terway-sim/terway/lab/chaos/runner"
 	"github.com/terway-sim/terway/lab/cluster"
 )
 
@@ -138,7 +139,7 @@ func TestLabEngineCloudKinds(t *testing.T) {
 			}
 			st := &cluster.State{FakecloudURL: l.srv.API.URL, AdminToken: "tok", Region: fakecloud.DefaultRegion,
 				OperatorAccessKeyID: testAK, OperatorAccessKeySecret: testSecret, Dir: controlSocketDir(t)}
-			eng, err := labEngine(st, busyWriter{l, step.Kind})
+			eng, err := runner.LabEngine(st, busyWriter{l, step.Kind})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,7 +178,7 @@ func (l *cloudLab) checkRestored(ctx context.Context, before admin.Settings) {
 }
 
 // controlSocketDir is a lab directory with a control socket that
-// answers nothing: labEngine dials it, cloud kinds never use it.
+// answers nothing: runner.LabEngine dials it, cloud kinds never use it.
 func controlSocketDir(t *testing.T) string {
 	dir := t.TempDir()
 	l, err := net.Listen("unix", cluster.ControlSocketPath(dir))

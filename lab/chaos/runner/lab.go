@@ -23,22 +23,28 @@ const Namespace = "terway-chaos"
 const ProbeTimeout = 15 * time.Second
 
 // LabEngine is an engine for the lab of st: fakecloud's admin client is
-// its Cloud, an SDK operator with the lab's AccessKey its Operator, the
-// lab's nodes its Nodes. Lab (the supervisor's control of nodes and
-// components) is left to the caller: without it, process and node
-// lifecycle kinds are refused (Engine.Check says so).
+// its Cloud, the supervisor's control socket its Lab (node lifecycle and
+// component kills), an ECS client with the lab's operator AccessKey —
+// not the daemons' — its Operator, and the lab's nodes its Nodes.
 func LabEngine(st *cluster.State, progress io.Writer) (*chaos.Engine, error) {
 	op, err := chaos.NewSDKOperator(chaos.OperatorOptions{Endpoint: st.FakecloudURL, Region: st.Region,
-		AccessKeyID: st.AccessKeyID, AccessKeySecret: st.AccessKeySecret})
+		AccessKeyID: st.OperatorAccessKeyID, AccessKeySecret: st.OperatorAccessKeySecret})
 	if err != nil {
 		return nil, err
 	}
-	e := &chaos.Engine{Cloud: &admin.Client{URL: st.FakecloudURL, Token: st.AdminToken}, Operator: op, Progress: progress}
+	lab, err := cluster.DialControl(st.Dir)
+	if err != nil {
+		return nil, err
+	}
+	e := &chaos.Engine{Cloud: &admin.Client{URL: st.FakecloudURL, Token: st.AdminToken}, Lab: lab, Operator: op,
+		Progress: progress}
 	for _, n := range st.Nodes {
 		e.Nodes = append(e.Nodes, chaos.Node{Name: n.Name, InstanceID: n.InstanceID})
 	}
 	return e, nil
 }
+
+var _ chaos.Lab = (*cluster.Control)(nil)
 
 // LabConfig wires a run of s to the lab of st: the workload of the plan's
 // size in Namespace (an ENI each in ENIOnly mode), spread over the nodes;
