@@ -61,7 +61,7 @@ var _ = Describe("vSwitch exhaustion and recovery", Ordered, ContinueOnFailure, 
 		Expect(w.Scale(ctx, exhaustFirst+exhaustMore)).To(Succeed())
 		Eventually(func(ctx SpecContext) map[string]int {
 			return env.EventReasons(ctx, w.Namespace())
-		}).WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(2*time.Second).Should(
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(
 			Or(HaveKey("AllocIPFailed"), HaveKey("FailedCreatePodSandBox")))
 		pods, err := w.Pods(ctx)
 		Expect(err).NotTo(HaveOccurred())
