@@ -42,17 +42,31 @@ test: ## All tests with -race, a short fuzz smoke run, then the scenario suites 
 
 # Flags for terway-lab up/demo/test, e.g. LAB_ARGS="--nodes 3".
 LAB_ARGS ?=
-# test-lab runs the scenario suites once per mode, each on a fresh lab.
+# test-lab and scenarios run once per mode, each on a fresh lab.
 LAB_MODES ?= ENIMultiIP ENIOnly VPC
+# The catalogue's label filter for mode M (scenarios/labels_test.go):
+# KIND's specs for M or for any mode.
+lab-filter = -ginkgo.label-filter="$(1) && ($(2) || any-mode)"
 
 .PHONY: test-lab
-test-lab: build ## Scenario suites (scenarios/) on a fresh lab per mode in LAB_MODES; fails if down leaves the machine changed
+test-lab: build ## Smoke specs (label smoke) on a fresh lab per mode in LAB_MODES; fails if down leaves the machine changed
 	@set -e; for m in $(LAB_MODES); do \
-		echo "=== scenario suites, mode $$m"; \
-		$(BIN)/terway-lab test --mode $$m $(LAB_ARGS); \
+		echo "=== smoke specs, mode $$m"; \
+		$(BIN)/terway-lab test --mode $$m $(LAB_ARGS) -- -args $(call lab-filter,smoke,$$m); \
 	done
-	@echo "=== scenario suites, then a crashed supervisor: down cleans up after it"
-	$(BIN)/terway-lab test --crash $(LAB_ARGS) -- -run TestScenarios -args -ginkgo.label-filter=any-mode
+	@echo "=== smoke specs, then a crashed supervisor: down cleans up after it"
+	$(BIN)/terway-lab test --crash $(LAB_ARGS) -- -run TestScenarios -args -ginkgo.label-filter="smoke && any-mode"
+
+.PHONY: scenarios
+scenarios: build ## Feature specs (label feature) on a fresh lab per mode in LAB_MODES; fails if down leaves the machine changed
+	@set -e; for m in $(LAB_MODES); do \
+		echo "=== feature specs, mode $$m"; \
+		$(BIN)/terway-lab test --mode $$m $(LAB_ARGS) -- -run TestScenarios -timeout 60m -args -ginkgo.v $(call lab-filter,feature,$$m); \
+	done
+
+.PHONY: scenarios-list
+scenarios-list: ## List the scenario catalogue with labels, no cluster needed (ginkgo dry run)
+	KUBECONFIG= $(GO) test -count=1 -v -run '^TestScenarios$$' ./scenarios/ -args -ginkgo.dry-run -ginkgo.v -ginkgo.no-color
 
 # chaos runs the chaos specs (scenarios/chaos_test.go, label chaos): every
 # plan of the catalogue with seed 1 through lab/chaos/runner, one after the

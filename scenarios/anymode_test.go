@@ -18,7 +18,7 @@ import (
 // each node (fewer where free aliyun/eni is short, in ENIOnly).
 const anyModePodsPerNode = 2
 
-var _ = Describe("Pod networking in any mode", Ordered, ContinueOnFailure, Serial, Label("any-mode"), func() {
+var _ = Describe("Pod networking in any mode", Ordered, ContinueOnFailure, Serial, Label(labelSmoke, labelAnyMode), func() {
 	var (
 		tw      workload.Terway
 		w       *workload.Workload

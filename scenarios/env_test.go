@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud/admin"
 	"github.com/terway-sim/terway/lab/audit"
 	"github.com/terway-sim/terway/lab/cluster"
@@ -259,4 +261,164 @@ func reportChecks(checks []workload.Check) {
 	AddReportEntry("connectivity", strings.Join(lines, "\n"), ReportEntryVisibilityFailureOrVerbose)
 	Expect(checks).NotTo(BeEmpty(), "no checks could be made")
 	Expect(workload.Failed(checks)).To(BeEmpty(), "failed checks:\n%s", strings.Join(lines, "\n"))
+}
+
+// Cloud is fakecloud's admin client (tier 2).
+func (e *Env) Cloud() *admin.Client {
+	return &admin.Client{URL: e.CloudURL, Token: e.CloudToken}
+}
+
+// NodeNetNS is the path of a lab node's network namespace (tier 3).
+func (e *Env) NodeNetNS(node string) string {
+	GinkgoHelper()
+	for _, n := range e.Lab.Nodes {
+		if n.Name == node {
+			return n.NetNS
+		}
+	}
+	Fail("node " + node + " is not in the lab's state")
+	return ""
+}
+
+// PodNetNS is a path to the network namespace of a running pod, for
+// reading it from the lab's machine (tier 3): the pod names its namespace
+// (readlink /proc/self/ns/net, run through the API server), and a
+// process of the machine in that namespace lends its /proc entry.
+func (e *Env) PodNetNS(ctx context.Context, p corev1.Pod) string {
+	GinkgoHelper()
+	res, err := e.Exec.Exec(ctx, p.Namespace, p.Name, "", []string{"readlink", "/proc/self/ns/net"})
+	Expect(err).NotTo(HaveOccurred())
+	want := strings.TrimSpace(res.Stdout)
+	Expect(want).To(HavePrefix("net:["), "readlink in %s/%s: %s", p.Namespace, p.Name, res.Stderr)
+	procs, err := os.ReadDir("/proc")
+	Expect(err).NotTo(HaveOccurred())
+	for _, d := range procs {
+		if d.Name()[0] < '0' || d.Name()[0] > '9' {
+			continue
+		}
+		path := filepath.Join("/proc", d.Name(), "ns", "net")
+		if got, err := os.Readlink(path); err == nil && got == want {
+			return path
+		}
+	}
+	Fail(fmt.Sprintf("no process of this machine is in %s/%s's network namespace %s", p.Namespace, p.Name, want))
+	return ""
+}
+
+// NodeConfig is one node's dynamic config (the terway-config label and
+// its ConfigMap) for the length of a spec container.
+type NodeConfig struct {
+	env        *Env
+	node, name string
+}
+
+// NodeConfig returns node's dynamic config, not set yet, and registers
+// its removal: when the container (or spec) that called it ends, the
+// label and ConfigMap go and the node's terway is restarted, so the next
+// spec finds the daemon on the base config.
+func (e *Env) NodeConfig(node string) *NodeConfig {
+	c := &NodeConfig{env: e, node: node, name: uniqueNamespace("conf")}
+	DeferCleanup(func(ctx SpecContext) {
+		By("node " + node + ": dynamic config removed, terway restarted")
+		Expect(workload.ClearNodeConfig(ctx, e.Kube, node, c.name)).To(Succeed())
+		Expect(workload.RestartTerway(ctx, e.Kube, node)).To(Succeed())
+	}, NodeTimeout(3*time.Minute))
+	return c
+}
+
+// Apply sets the node's dynamic config to patch (merged over
+// eni-config's eni_conf) and restarts its terway pod so that the daemon
+// reads it.
+func (c *NodeConfig) Apply(ctx context.Context, patch map[string]any) {
+	GinkgoHelper()
+	By(fmt.Sprintf("node %s: dynamic config %s %v, terway restarted", c.node, c.name, patch))
+	Expect(workload.SetNodeConfig(ctx, c.env.Kube, c.node, c.name, patch)).To(Succeed())
+	Expect(workload.RestartTerway(ctx, c.env.Kube, c.node)).To(Succeed())
+}
+
+// NodeCondition is the status and reason of the node's condition t
+// ("" when it has none).
+func (e *Env) NodeCondition(ctx context.Context, node string, t corev1.NodeConditionType) (corev1.ConditionStatus, string) {
+	GinkgoHelper()
+	n, err := e.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	for _, c := range n.Status.Conditions {
+		if c.Type == t {
+			return c.Status, c.Reason
+		}
+	}
+	return "", ""
+}
+
+// EventReasons counts the events of each reason about the pods of a
+// namespace.
+func (e *Env) EventReasons(ctx context.Context, namespace string) map[string]int {
+	GinkgoHelper()
+	list, err := e.Kube.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Pod"})
+	Expect(err).NotTo(HaveOccurred())
+	out := map[string]int{}
+	for _, ev := range list.Items {
+		out[ev.Reason] += int(max(ev.Count, 1))
+	}
+	return out
+}
+
+// NodeInstance is the instance of a node in the world (tier 2).
+func (e *Env) NodeInstance(ctx context.Context, node corev1.Node) (admin.InstanceInfo, *admin.WorldView) {
+	GinkgoHelper()
+	world := e.World(ctx)
+	id, ok := NodeInstance(node, world)
+	Expect(ok).To(BeTrue(), "node %s has no instance in the world", node.Name)
+	for _, in := range world.Instances {
+		if in.ID == id {
+			return in, world
+		}
+	}
+	panic("unreachable")
+}
+
+// SchedulableNode is the first schedulable node by name, for the specs
+// that work on one node's daemon; the spec is skipped without one.
+func (e *Env) SchedulableNode(ctx context.Context) corev1.Node {
+	GinkgoHelper()
+	nodes := e.SchedulableNodes(ctx)
+	if len(nodes) == 0 {
+		Skip("no schedulable node")
+	}
+	return slices.MinFunc(nodes, func(a, b corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+}
+
+// RequireMode skips the spec unless terway runs in mode m, and returns
+// terway's settings.
+func (e *Env) RequireMode(ctx context.Context, m mode.Mode) workload.Terway {
+	GinkgoHelper()
+	tw := e.Terway(ctx)
+	if tw.Mode != m {
+		Skip(fmt.Sprintf("terway runs in %s mode, this scenario needs %s", tw.Mode, m))
+	}
+	return tw
+}
+
+// NodeCounts runs the audit once (tier 3) and returns its counts for
+// node, with the report.
+func (e *Env) NodeCounts(ctx context.Context, node string) (audit.Counts, *audit.Report) {
+	GinkgoHelper()
+	r, err := audit.Run(ctx, e.Lab.AuditInput(e.Kube))
+	Expect(err).NotTo(HaveOccurred())
+	for _, n := range r.Nodes {
+		if n.Name == node {
+			return n.Counts, r
+		}
+	}
+	Fail("the audit has no node " + node)
+	return audit.Counts{}, r
+}
+
+// WorldIdle counts the addresses the world shows attached to node's
+// instance that no pod holds: its daemon's idle pool as the cloud sees
+// it (tier 2; see IdleAddresses).
+func (e *Env) WorldIdle(ctx context.Context, m mode.Mode, node corev1.Node) int {
+	GinkgoHelper()
+	inst, world := e.NodeInstance(ctx, node)
+	return IdleAddresses(m, world, inst.ID, HeldAddresses(e.AllPods(ctx))[node.Name])
 }

@@ -28,7 +28,7 @@ const (
 	auditWithin = 60 * time.Second
 )
 
-var _ = Describe("ENIMultiIP basics", Ordered, ContinueOnFailure, Serial, Label("ENIMultiIP"), func() {
+var _ = Describe("ENIMultiIP basics", Ordered, ContinueOnFailure, Serial, Label(labelSmoke, string(mode.ENIMultiIP)), func() {
 	var (
 		tw      workload.Terway
 		w       *workload.Workload

@@ -34,6 +34,7 @@ func (o *upOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.cfg.InstanceType, "instance-type", cluster.DefaultInstanceType, "ECS instance type of the nodes")
 	f.StringVar(&o.cfg.WorldFile, "world", "", "fakecloud world file; its running instances become the nodes")
 	f.Float64Var(&o.cfg.TimeScale, "time-scale", 1, "scale of fakecloud's delays (attach, metadata lag, ...)")
+	f.StringVar(&o.cfg.IPStack, "ip-stack", "ipv4", "eni_conf ip_stack: ipv4, or dual (pods get an IPv6 address of their ENI too)")
 	f.StringVar(&o.repo, "repo", "", "the project's source tree (default: found above the working directory)")
 	f.StringVar(&o.cacheDir, "cache-dir", "", "prerequisite cache (default <repo>/.lab/cache)")
 	f.BoolVar(&o.noApt, "no-apt", false, "do not install missing Debian packages")

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 
+	"github.com/terway-sim/terway/daemon/config"
 	"github.com/terway-sim/terway/daemon/mode"
 )
 
@@ -24,6 +25,9 @@ type Config struct {
 	WorldFile    string    `json:"worldFile,omitempty"`
 	// TimeScale scales fakecloud's delays (attach, metadata lag, ...).
 	TimeScale float64 `json:"timeScale,omitempty"`
+	// IPStack is eni_conf's ip_stack: "ipv4" (the default) or "dual",
+	// where pods get an IPv6 address of their ENI too.
+	IPStack string `json:"ipStack,omitempty"`
 	// BinDir holds the Kubernetes, etcd, containerd, runc and crictl
 	// binaries (lab/prereq).
 	BinDir string `json:"binDir"`
@@ -60,6 +64,13 @@ func (c *Config) Validate() error {
 	}
 	if c.InstanceType == "" {
 		c.InstanceType = DefaultInstanceType
+	}
+	switch c.IPStack {
+	case "":
+		c.IPStack = config.IPStackIPv4
+	case config.IPStackIPv4, config.IPStackDual:
+	default:
+		return fmt.Errorf("ip stack %q: want %s or %s", c.IPStack, config.IPStackIPv4, config.IPStackDual)
 	}
 	if c.TimeScale < 0 {
 		return fmt.Errorf("time scale %g: want > 0", c.TimeScale)

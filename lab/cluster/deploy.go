@@ -51,7 +51,7 @@ func (s *Supervisor) eniConf() ([]byte, error) {
 		"service_cidr":             serviceCIDR,
 		"min_pool_size":            labMinPool,
 		"max_pool_size":            labMaxPool,
-		"ip_stack":                 "ipv4",
+		"ip_stack":                 s.cfg.IPStack,
 		"vswitch_selection_policy": "ordered",
 	}
 	return json.MarshalIndent(conf, "", "  ")

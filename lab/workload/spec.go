@@ -54,6 +54,16 @@ type Spec struct {
 	// with maxSkew 1 that the scheduler must honour), so every schedulable
 	// node gets pods and both same-node and cross-node pairs exist.
 	Spread bool
+	// Node pins every pod to this node (a kubernetes.io/hostname node
+	// selector): for what one node's daemon holds, such as a sticky
+	// address or a drained vSwitch.
+	Node string
+	// Annotations go on every pod (bandwidth limits, for instance).
+	Annotations map[string]string
+	// StatefulSet makes the pods a StatefulSet's (Parallel pod
+	// management, the Service as its service) instead of a Deployment's:
+	// pods named <Name>-<ordinal> that the daemon treats as stateful.
+	StatefulSet bool
 }
 
 func (s Spec) withDefaults() Spec {
@@ -100,11 +110,31 @@ func (s Spec) Deployment() *appsv1.Deployment {
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(s.Replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: s.podLabels()},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: s.podLabels()},
-				Spec:       s.podSpec(),
-			},
+			Template: s.podTemplate(),
 		},
+	}
+}
+
+// StatefulSetObject is the workload's StatefulSet (Spec.StatefulSet).
+func (s Spec) StatefulSetObject() *appsv1.StatefulSet {
+	s = s.withDefaults()
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: s.podLabels()},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:    ptr.To(s.Replicas),
+			Selector:    &metav1.LabelSelector{MatchLabels: s.podLabels()},
+			ServiceName: s.Name,
+			// Parallel: pods start and go together, not one by one.
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			Template:            s.podTemplate(),
+		},
+	}
+}
+
+func (s Spec) podTemplate() corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: s.podLabels(), Annotations: s.Annotations},
+		Spec:       s.podSpec(),
 	}
 }
 
@@ -117,6 +147,9 @@ func (s Spec) podSpec() corev1.PodSpec {
 		// depends on Services that happen to exist in the namespace.
 		EnableServiceLinks: ptr.To(false),
 		Containers:         []corev1.Container{s.container()},
+	}
+	if s.Node != "" {
+		spec.NodeSelector = map[string]string{corev1.LabelHostname: s.Node}
 	}
 	if s.Spread {
 		spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{

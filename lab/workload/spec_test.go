@@ -57,3 +57,28 @@ func TestSpecExclusiveENIAndSpread(t *testing.T) {
 		t.Errorf("spread: %+v", tsc)
 	}
 }
+
+func TestSpecStatefulSetNodeAndAnnotations(t *testing.T) {
+	ann := map[string]string{"k8s.aliyun.com/egress-bandwidth": "10M"}
+	s := Spec{Namespace: "ns1", Name: "db", Replicas: 2, StatefulSet: true, Node: "lab-1", Annotations: ann}
+	sts := s.StatefulSetObject()
+	if sts.Spec.ServiceName != "db" || *sts.Spec.Replicas != 2 || sts.Spec.PodManagementPolicy != "Parallel" {
+		t.Errorf("statefulset spec: %+v", sts.Spec)
+	}
+	if sts.Spec.Selector.MatchLabels[AppLabel] != "db" || sts.Spec.Template.Labels[AppLabel] != "db" {
+		t.Errorf("statefulset selector %v, template labels %v", sts.Spec.Selector, sts.Spec.Template.Labels)
+	}
+	tmpl := sts.Spec.Template
+	if tmpl.Annotations["k8s.aliyun.com/egress-bandwidth"] != "10M" {
+		t.Errorf("pod annotations %v", tmpl.Annotations)
+	}
+	if tmpl.Spec.NodeSelector[corev1.LabelHostname] != "lab-1" {
+		t.Errorf("node selector %v", tmpl.Spec.NodeSelector)
+	}
+	if d := s.Deployment().Spec.Template; d.Spec.NodeSelector[corev1.LabelHostname] != "lab-1" || d.Annotations["k8s.aliyun.com/egress-bandwidth"] != "10M" {
+		t.Errorf("deployment template %+v", d)
+	}
+	if sel := (Spec{Namespace: "x"}).Deployment().Spec.Template.Spec.NodeSelector; sel != nil {
+		t.Errorf("no Node: node selector %v", sel)
+	}
+}

@@ -41,6 +41,8 @@ type Terway struct {
 	// PoolSyncPeriod is how often the daemon trims and refills its pool
 	// (ip_pool_sync_period).
 	PoolSyncPeriod time.Duration
+	// IPStack is eni_conf's ip_stack: "ipv4" or "dual".
+	IPStack string
 }
 
 // TerwayConfig reads the mode from the terway DaemonSet and the pool
@@ -104,7 +106,8 @@ func ParseENIConf(data []byte) (Terway, error) {
 	if err != nil {
 		return Terway{}, fmt.Errorf("parse %s: %w", ENIConfKey, err)
 	}
-	t := Terway{MaxPoolSize: max(cfg.MaxPoolSize, 0), MinENI: cfg.MinENI, PoolSyncPeriod: cfg.IPPoolSyncPeriod.Duration}
+	t := Terway{MaxPoolSize: max(cfg.MaxPoolSize, 0), MinENI: cfg.MinENI, PoolSyncPeriod: cfg.IPPoolSyncPeriod.Duration,
+		IPStack: cfg.IPStack}
 	if cfg.MinENI <= 0 {
 		t.MinPoolSize = min(max(cfg.MinPoolSize, 0), t.MaxPoolSize)
 	}

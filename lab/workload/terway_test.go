@@ -36,8 +36,11 @@ func TestModeFromArgs(t *testing.T) {
 
 func TestParseENIConf(t *testing.T) {
 	got, err := ParseENIConf([]byte(`{"version":"1","max_pool_size":5,"min_pool_size":2,"ip_pool_sync_period":"30s"}`))
-	if err != nil || got.MinPoolSize != 2 || got.MaxPoolSize != 5 || got.PoolSyncPeriod != 30*time.Second {
+	if err != nil || got.MinPoolSize != 2 || got.MaxPoolSize != 5 || got.PoolSyncPeriod != 30*time.Second || got.IPStack != "ipv4" {
 		t.Errorf("ParseENIConf = %+v, %v", got, err)
+	}
+	if got, err = ParseENIConf([]byte(`{"ip_stack":"dual"}`)); err != nil || got.IPStack != "dual" {
+		t.Errorf("dual stack: %+v, %v", got, err)
 	}
 	got, err = ParseENIConf([]byte(`{"max_pool_size":3,"min_pool_size":9}`))
 	if err != nil || got.MinPoolSize != 3 || got.MaxPoolSize != 3 {

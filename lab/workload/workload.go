@@ -52,14 +52,18 @@ func (w *Workload) Deploy(ctx context.Context) error {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create namespace %s: %w", w.spec.Namespace, err)
 	}
-	_, err = w.kube.AppsV1().Deployments(w.spec.Namespace).Create(ctx, w.spec.Deployment(), metav1.CreateOptions{})
+	if w.spec.StatefulSet {
+		_, err = w.kube.AppsV1().StatefulSets(w.spec.Namespace).Create(ctx, w.spec.StatefulSetObject(), metav1.CreateOptions{})
+	} else {
+		_, err = w.kube.AppsV1().Deployments(w.spec.Namespace).Create(ctx, w.spec.Deployment(), metav1.CreateOptions{})
+	}
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		if err := w.Scale(ctx, w.spec.Replicas); err != nil {
 			return err
 		}
 	case err != nil:
-		return fmt.Errorf("create deployment %s/%s: %w", w.spec.Namespace, w.spec.Name, err)
+		return fmt.Errorf("create %s %s/%s: %w", w.kind(), w.spec.Namespace, w.spec.Name, err)
 	}
 	_, err = w.kube.CoreV1().Services(w.spec.Namespace).Create(ctx, w.spec.Service(), metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -68,34 +72,50 @@ func (w *Workload) Deploy(ctx context.Context) error {
 	return nil
 }
 
-// Scale sets the Deployment's replicas; WaitReady or WaitGone waits for
-// the pods. A merge patch of spec.replicas cannot conflict with the
-// controllers' status updates.
+// Scale sets the Deployment's (or StatefulSet's) replicas; WaitReady or
+// WaitGone waits for the pods. A merge patch of spec.replicas cannot
+// conflict with the controllers' status updates.
 func (w *Workload) Scale(ctx context.Context, replicas int32) error {
-	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)
-	_, err := w.kube.AppsV1().Deployments(w.spec.Namespace).Patch(ctx, w.spec.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if err != nil {
-		return fmt.Errorf("scale %s/%s to %d: %w", w.spec.Namespace, w.spec.Name, replicas, err)
+	if err := w.patch(ctx, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)); err != nil {
+		return fmt.Errorf("scale %s %s/%s to %d: %w", w.kind(), w.spec.Namespace, w.spec.Name, replicas, err)
 	}
 	return nil
+}
+
+// patch applies a merge patch to the workload's controller.
+func (w *Workload) patch(ctx context.Context, patch []byte) error {
+	var err error
+	if w.spec.StatefulSet {
+		_, err = w.kube.AppsV1().StatefulSets(w.spec.Namespace).Patch(ctx, w.spec.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	} else {
+		_, err = w.kube.AppsV1().Deployments(w.spec.Namespace).Patch(ctx, w.spec.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	}
+	return err
 }
 
 // RestartedAtAnnotation is the pod template annotation Restart sets, as
 // `kubectl rollout restart` does.
 const RestartedAtAnnotation = "kubectl.kubernetes.io/restartedAt"
 
-// Restart starts a rolling restart of the Deployment's pods, as
+// Restart starts a rolling restart of the Deployment's (or StatefulSet's) pods, as
 // `kubectl rollout restart` does: a new pod template, so every pod is
 // replaced (new sandboxes, new addresses), a few at a time. It does not
 // wait for the rollout.
 func (w *Workload) Restart(ctx context.Context, at time.Time) error {
 	patch := fmt.Appendf(nil, `{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`,
 		RestartedAtAnnotation, at.Format(time.RFC3339Nano))
-	_, err := w.kube.AppsV1().Deployments(w.spec.Namespace).Patch(ctx, w.spec.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if err != nil {
-		return fmt.Errorf("restart %s/%s: %w", w.spec.Namespace, w.spec.Name, err)
+	if err := w.patch(ctx, patch); err != nil {
+		return fmt.Errorf("restart %s %s/%s: %w", w.kind(), w.spec.Namespace, w.spec.Name, err)
 	}
 	return nil
+}
+
+// kind names the workload's controller for messages.
+func (w *Workload) kind() string {
+	if w.spec.StatefulSet {
+		return "statefulset"
+	}
+	return "deployment"
 }
 
 // Pods lists the workload's pods, terminating ones included.

@@ -138,3 +138,26 @@ func TestRestart(t *testing.T) {
 		t.Errorf("replicas %d after a restart, want 2", *d.Spec.Replicas)
 	}
 }
+
+func TestDeployAndScaleStatefulSet(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kube := fake.NewClientset()
+	w, err := New(kube, Spec{Namespace: "wl", Replicas: 1, StatefulSet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Deploy(ctx); err != nil {
+		t.Fatalf("Deploy: %v", err)
+	}
+	if err := w.Scale(ctx, 2); err != nil {
+		t.Fatalf("Scale: %v", err)
+	}
+	s, err := kube.AppsV1().StatefulSets("wl").Get(ctx, DefaultName, metav1.GetOptions{})
+	if err != nil || *s.Spec.Replicas != 2 {
+		t.Fatalf("after Scale(2): %v, %v", s, err)
+	}
+	if _, err := kube.AppsV1().Deployments("wl").Get(ctx, DefaultName, metav1.GetOptions{}); err == nil {
+		t.Error("a StatefulSet workload created a Deployment too")
+	}
+}
