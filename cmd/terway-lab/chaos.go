@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/terway-sim/terway/fakecloud/admin"
 	"github.com/terway-sim/terway/lab/chaos"
 	"github.com/terway-sim/terway/lab/chaos/runner"
 	"github.com/terway-sim/terway/lab/cluster"
