@@ -169,12 +169,16 @@ func CheckPodsReady(tl *timeline.Timeline, want int, faultsEnd time.Time, within
 		return r
 	}
 	var last *timeline.Sample
+	// Samples keep their offsets rounded to the millisecond; compare in
+	// that rounding, which keeps order, or a sample taken just after the
+	// faults ended can round to before their end and be missed.
+	from := faultsEnd.Sub(tl.Start).Round(time.Millisecond)
 	for i := range tl.Samples {
 		s := &tl.Samples[i]
-		at := tl.Start.Add(s.At.D())
-		if at.Before(faultsEnd) || at.After(faultsEnd.Add(within)) {
+		if s.At.D() < from || s.At.D() > from+within {
 			continue
 		}
+		at := tl.Start.Add(s.At.D())
 		if _, failed := s.Errors[timeline.SourcePods]; failed {
 			continue
 		}

@@ -173,6 +173,12 @@ func TestCheckPodsReady(t *testing.T) {
 	}
 	expect(t, "timeline too short", CheckPodsReady(tl, 3, tl.End.Add(time.Second), time.Second), VerdictFail, "no sample of the pods")
 	expect(t, "no workload", CheckPodsReady(tl, 0, faultsEnd, time.Second), "skipped")
+	// A sample 0.3 ms after the faults' end keeps a rounded offset that
+	// lies 0.2 ms before it: it still counts.
+	end := tl.Start.Add(tl.Samples[0].At.D() + 200*time.Microsecond)
+	tl.Samples[0].PodsReady, tl.Samples[0].Pods = 3, 3
+	tl.Samples = tl.Samples[:1]
+	expect(t, "rounded sample", CheckPodsReady(tl, 3, end, time.Second), VerdictPass, "all 3 Ready")
 }
 
 func TestCheckConnectivity(t *testing.T) {
