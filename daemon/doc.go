@@ -61,7 +61,8 @@
 // no pod can be named for is held under a placeholder until no source
 // shows it), so a lost, empty, older or foreign store never makes the
 // daemon hand an address to a second pod or return it to the cloud. GC
-// releases nothing until the API server has been read.
+// releases nothing until the API server has been read; its first round
+// comes soon after that (firstGCDelay), not a whole gc_period later.
 //
 // What the daemon refuses: a socket_path holding anything but a stale
 // socket (a file, a directory, a symlink: not ours to delete), and an

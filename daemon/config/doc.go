@@ -207,7 +207,9 @@
 //   - cluster_id (string, ""): goes into the ownership tags of every ENI the
 //     daemon creates, so that orphan sweeps touch only this cluster's ENIs.
 //   - gc_period (duration > 0, "5m"): how often store, pods and cloud are
-//     reconciled and leaks returned.
+//     reconciled and leaks returned. The first round comes 30s after the
+//     daemon has read the API server (gc_period when that is shorter), so
+//     that the DELs missed while it was down are made good soon.
 //   - cni_gc_grace (duration >= 0, "1m"): CNI GC leaves attachments younger
 //     than this alone, since the runtime's list of valid attachments is a
 //     snapshot that an ADD finishing after it is missing from.
