@@ -33,7 +33,10 @@
 // pools' configurations in one pure function (newPoolConfigs,
 // poolconfig.go), then builds the pools of its mode.
 //
-// A Daemon runs four loops besides gRPC: the pool's own (demand-driven
+// A Daemon runs five loops besides gRPC: the heal (heal.go,
+// pool_heal_period: what an operator changed out of band under running
+// pods, confirmed with the cloud, assigned back or the pod evicted with
+// its claim kept), the pool's own (demand-driven
 // growth, warm-up, shrink, idle reclaim, sync with metadata), GC
 // (gc_period: store ↔ pods ↔ pool ↔ cloud, orphan sweep, host cleanup),
 // the periodic check (Options.CheckPeriod: the three-way mapping and CNI

@@ -52,7 +52,9 @@ import (
 //     other record is left, no address is owned twice;
 //   - capacity: pods up to the instance's capacity all get an address,
 //     all different and none a running pod's;
-//   - the daemon never exited by itself and the race detector stayed quiet.
+//   - the daemon never exited by itself and the race detector stayed quiet;
+//   - no heal happened (heal.go: no schedule changes anything out of
+//     band, so any heal would be a false one).
 //
 // It fails if a cell of the fault matrix (kind × action) never fired over
 // the run (when it runs at least 100 schedules). Flags: -schedules N (200),
@@ -331,6 +333,8 @@ const (
 	// capacity of ecs.g7.xlarge is 45).
 	schedFillPods = 64
 	schedGCPeriod = 250 * time.Millisecond
+	// schedHealPeriod is the heal's period in the schedules.
+	schedHealPeriod = 300 * time.Millisecond
 	// schedSettle bounds the wait for the end state (converging is polled).
 	schedSettle = 30 * time.Second
 )
@@ -391,9 +395,12 @@ func runSchedule(t *testing.T, seed int64, agg *schedStats) {
 	l.conf = strings.Replace(l.conf, `"pool_check_period":"1h"`, `"pool_check_period":"400ms"`, 1)
 	// The periodic sync adopts and reconciles; the CNI paths stay in the
 	// temp dir (never the production defaults).
-	l.conf = strings.Replace(l.conf, `"cluster_id":"c-test",`, fmt.Sprintf(`"cluster_id":"c-test","ip_pool_sync_period":"500ms",`+
+	// The heal runs at the scale of the schedule: it must never act on
+	// anything these schedules do (no operator acts out of band here).
+	l.conf = strings.Replace(l.conf, `"cluster_id":"c-test",`, fmt.Sprintf(`"cluster_id":"c-test","ip_pool_sync_period":"500ms","pool_heal_period":%q,`+
 		`"cni_state_dir":%q,"cni_conf_dir":%q,"cni_bin_dir":%q,"cni_cache_dir":%q,`,
-		filepath.Join(l.dir, "cni-state"), filepath.Join(l.dir, "cni-conf"), filepath.Join(l.dir, "cni-bin"), filepath.Join(l.dir, "cni-cache")), 1)
+		schedHealPeriod.String(), filepath.Join(l.dir, "cni-state"), filepath.Join(l.dir, "cni-conf"), filepath.Join(l.dir, "cni-bin"),
+		filepath.Join(l.dir, "cni-cache")), 1)
 	if !strings.Contains(l.conf, "ip_pool_sync_period") || !strings.Contains(l.conf, `"gc_period":"250ms"`) ||
 		!strings.Contains(l.conf, `"pool_check_period":"400ms"`) {
 		t.Fatalf("the lab's eni_conf changed shape; the schedule config was not applied:\n%s", l.conf)
@@ -985,6 +992,14 @@ func (r *schedRun) scanLogs() {
 		if i := bytes.Index(b, []byte("WARNING: DATA RACE")); i >= 0 {
 			end := min(len(b), i+4000)
 			r.violation("data race in the daemon process (%s):\n%s", filepath.Base(f), b[i:end])
+		}
+		// No schedule changes anything out of band: any heal is a false
+		// one (a pod's address taken for lost, or assigned again).
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			if bytes.Contains(line, []byte(`msg="heal: `)) && bytes.Contains(line, []byte(" outcome=")) {
+				r.violation("a heal with nothing changed out of band (%s): %s", filepath.Base(f), line)
+				break
+			}
 		}
 	}
 }
