@@ -33,8 +33,11 @@ type healLab struct {
 
 func newHealLab(t *testing.T) *healLab {
 	l := newLab(t)
+	// The pool's own sync runs (it adopts addresses the cloud assigns to
+	// the node); the heal rounds are the test's.
 	l.conf = strings.Replace(l.conf, `"gc_period":"1h",`, `"gc_period":"1h","pool_heal_period":"1h",`, 1)
-	if !strings.Contains(l.conf, "pool_heal_period") {
+	l.conf = strings.Replace(l.conf, `"pool_check_period":"1h"`, `"pool_check_period":"200ms"`, 1)
+	if !strings.Contains(l.conf, "pool_heal_period") || !strings.Contains(l.conf, `"pool_check_period":"200ms"`) {
 		t.Fatalf("the lab's eni_conf changed shape:\n%s", l.conf)
 	}
 	op, err := chaos.NewSDKOperator(chaos.OperatorOptions{Endpoint: l.apiURL, Region: "cn-hangzhou",
@@ -270,6 +273,39 @@ func testENIGoneOutOfBand(t *testing.T, deleted bool) {
 			t.Fatalf("%s got %s, which a pod still holds (lost out of band)", name, ip)
 		}
 	}
+	withheld := 0
+	for _, a := range d.pool.Addresses() {
+		if lostIPs[a.IP.IPv4.String()] && a.Owner == "" {
+			withheld++ // the cloud gave it back to the node: idle, and nobody's
+		}
+	}
+	if deleted {
+		// The operator assigns a lost address to another ENI of the
+		// node (the cloud may hand it out again: its ENI is gone). The
+		// pool's sync adopts it, idle, and still nobody gets it.
+		var other string
+		for _, a := range d.pool.Addresses() {
+			if a.IP.ENIID != eni {
+				other = a.IP.ENIID
+			}
+		}
+		lost := netip.MustParseAddr(pods[onENI[0]])
+		if err := d.node.API.AssignIPv4Addrs(ctxT(t), other, []netip.Addr{lost}); err != nil {
+			t.Fatalf("the operator's assign of %s to %s: %v", lost, other, err)
+		}
+		testwait.Until(t, waitLimit, "the pool to adopt "+lost.String(), func() bool {
+			return slices.ContainsFunc(d.pool.Addresses(), func(a ipam.Address) bool { return a.IP.IPv4 == lost && a.IP.ENIID == other })
+		})
+		withheld++
+		for i := range 8 {
+			name := fmt.Sprintf("m%d", i)
+			h.pod("ns", name, nil)
+			if ip := podIP(allocOK(t, c, "ns", name, "c"+name)); lostIPs[ip] {
+				t.Fatalf("%s got %s, which %s still holds (lost out of band, then assigned to the node again)", name, ip, onENI[0])
+			}
+		}
+	}
+	t.Logf("lost addresses the cloud assigned to the node again and the pool withheld: %d", withheld)
 	if err := d.GC(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
