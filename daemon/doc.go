@@ -33,15 +33,15 @@
 // pools' configurations in one pure function (newPoolConfigs,
 // poolconfig.go), then builds the pools of its mode.
 //
-// A Daemon runs five loops besides gRPC: the heal (heal.go,
-// pool_heal_period: what an operator changed out of band under running
-// pods, confirmed with the cloud, assigned back or the pod evicted with
-// its claim kept), the pool's own (demand-driven
-// growth, warm-up, shrink, idle reclaim, sync with metadata), GC
-// (gc_period: store ↔ pods ↔ pool ↔ cloud, orphan sweep, host cleanup),
-// the periodic check (Options.CheckPeriod: the three-way mapping and CNI
-// CHECK, ResourceInvalid events) and publishing capacity (node
-// annotation, SufficientIP condition). With enable_patch_pod_ips, workers
+// A Daemon runs five loops besides gRPC: the pool's own (demand-driven
+// growth, warm-up, shrink, idle reclaim, sync with metadata), the heal
+// (heal.go, pool_heal_period: what an operator changed out of band under
+// running pods, confirmed with the cloud, is assigned back, or the pod is
+// evicted with its claim kept), GC (gc_period: store ↔ pods ↔ pool ↔
+// cloud, orphan sweep, host cleanup), the periodic check
+// (Options.CheckPeriod: the three-way mapping and CNI CHECK,
+// ResourceInvalid events) and publishing capacity (node annotation,
+// SufficientIP condition). With enable_patch_pod_ips, workers
 // of a queue keyed by pod also write each pod's addresses into its
 // annotation k8s.aliyun.com/pod-ips after AllocIP has answered (never on
 // the reply path; retried; read back when the daemon restores).
