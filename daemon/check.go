@@ -16,7 +16,7 @@ func (d *Daemon) checkLoop(ctx context.Context) {
 	if d.opts.CheckPeriod <= 0 {
 		return
 	}
-	d.every(ctx, d.opts.CheckPeriod, false, func(ctx context.Context) {
+	d.every(ctx, d.opts.CheckPeriod, d.opts.CheckPeriod, func(ctx context.Context) {
 		if err := d.Check(ctx); err != nil {
 			d.log.Warn("periodic check", "err", err)
 		}

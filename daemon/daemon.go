@@ -410,6 +410,7 @@ func (d *Daemon) startChildren() error {
 	}
 	run(func(ctx context.Context) { d.waitForAPI(ctx); d.gcLoop(ctx) })
 	run(d.publishLoop)
+	run(d.healLoop)
 	if d.cfg.EnablePatchPodIPs {
 		d.podIPs = newPodIPsWriter(d.kube, d.backoffSet().Get(backoff.KubernetesAPIRetry), d.clock, d.log)
 		run(d.podIPs.run)

@@ -33,12 +33,15 @@
 // pools' configurations in one pure function (newPoolConfigs,
 // poolconfig.go), then builds the pools of its mode.
 //
-// A Daemon runs four loops besides gRPC: the pool's own (demand-driven
-// growth, warm-up, shrink, idle reclaim, sync with metadata), GC
-// (gc_period: store ↔ pods ↔ pool ↔ cloud, orphan sweep, host cleanup),
-// the periodic check (Options.CheckPeriod: the three-way mapping and CNI
-// CHECK, ResourceInvalid events) and publishing capacity (node
-// annotation, SufficientIP condition). With enable_patch_pod_ips, workers
+// A Daemon runs five loops besides gRPC: the pool's own (demand-driven
+// growth, warm-up, shrink, idle reclaim, sync with metadata), the heal
+// (heal.go, pool_heal_period: what an operator changed out of band under
+// running pods, confirmed with the cloud, is assigned back, or the pod is
+// evicted with its claim kept), GC (gc_period: store ↔ pods ↔ pool ↔
+// cloud, orphan sweep, host cleanup), the periodic check
+// (Options.CheckPeriod: the three-way mapping and CNI CHECK,
+// ResourceInvalid events) and publishing capacity (node annotation,
+// SufficientIP condition). With enable_patch_pod_ips, workers
 // of a queue keyed by pod also write each pod's addresses into its
 // annotation k8s.aliyun.com/pod-ips after AllocIP has answered (never on
 // the reply path; retried; read back when the daemon restores).
@@ -61,7 +64,8 @@
 // no pod can be named for is held under a placeholder until no source
 // shows it), so a lost, empty, older or foreign store never makes the
 // daemon hand an address to a second pod or return it to the cloud. GC
-// releases nothing until the API server has been read.
+// releases nothing until the API server has been read; its first round
+// comes soon after that (firstGCDelay), not a whole gc_period later.
 //
 // What the daemon refuses: a socket_path holding anything but a stale
 // socket (a file, a directory, a symlink: not ours to delete), and an

@@ -15,9 +15,20 @@ import (
 	"github.com/terway-sim/terway/daemon/store"
 )
 
-// gcLoop reconciles every gc_period.
+// firstGCDelay bounds the wait for the first GC round after start (after
+// the API server has been read): a daemon back from a crash missed the
+// DELs of the pods deleted meanwhile, and their addresses must not wait a
+// whole gc_period (5m by default) to come back. Short enough for that,
+// long enough for the kubelet's own retried DELs and the pool's first
+// sync to come first.
+const firstGCDelay = 30 * time.Second
+
+// gcLoop reconciles every gc_period; its caller starts it once the API
+// server has been read (waitForAPI). The first round comes firstGCDelay
+// after that, or a gc_period when that is shorter.
 func (d *Daemon) gcLoop(ctx context.Context) {
-	d.every(ctx, d.cfg.GCPeriod.Duration, false, func(ctx context.Context) {
+	period := d.cfg.GCPeriod.Duration
+	d.every(ctx, min(firstGCDelay, period), period, func(ctx context.Context) {
 		if err := d.GC(ctx); err != nil {
 			d.log.Warn("gc", "err", err)
 		}
@@ -207,7 +218,7 @@ func (d *Daemon) cleanHost(a store.Attachment) {
 
 // publishLoop publishes the node's capacity and address supply.
 func (d *Daemon) publishLoop(ctx context.Context) {
-	d.every(ctx, time.Minute, true, func(ctx context.Context) {
+	d.every(ctx, 0, time.Minute, func(ctx context.Context) {
 		err := d.kube.AnnotateNode(ctx, map[string]string{k8s.AnnotationMaxAvailableIP: strconv.Itoa(d.capacity)})
 		if err != nil {
 			d.log.Warn("publish capacity", "err", err)

@@ -9,12 +9,12 @@ import (
 )
 
 // every runs f every period on the daemon's clock until ctx ends; the
-// first run is a period from now, or at once with now. A period is
+// first run is first from now (at once when first <= 0). A period is
 // counted from the end of the previous run (sliding), so a slow run is
 // not followed at once by the next.
-func (d *Daemon) every(ctx context.Context, period time.Duration, now bool, f func(context.Context)) {
-	if !now {
-		t := d.clock.NewTimer(period)
+func (d *Daemon) every(ctx context.Context, first, period time.Duration, f func(context.Context)) {
+	if first > 0 {
+		t := d.clock.NewTimer(first)
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -16,6 +16,8 @@ type metrics struct {
 	apiCalls        *prometheus.CounterVec
 	limiterLatency  *prometheus.HistogramVec
 	metadataLatency *prometheus.HistogramVec
+	// heals counts the heal's outcomes (heal.go; ours, not Terway's).
+	heals *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -34,9 +36,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		metadataLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "aliyun_metadata_latency",
 			Help: "Latency of instance metadata reads in milliseconds.", Buckets: prometheus.ExponentialBuckets(1, 2, 10)},
 			[]string{"url", "error"}),
+		heals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "terway_pool_heals_total",
+			Help: "What the heal did about changes an operator made out of band: reassigned (an unassigned address assigned back), lost (an address on no ENI any more: the pod is evicted), eni_deleted (a detached ENI deleted once its pods were gone)."},
+			[]string{"outcome"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.rpcLatency, m.apiLatency, m.apiCalls, m.limiterLatency, m.metadataLatency)
+		reg.MustRegister(m.rpcLatency, m.apiLatency, m.apiCalls, m.limiterLatency, m.metadataLatency, m.heals)
 	}
 	return m
 }

@@ -52,7 +52,13 @@ import (
 //     other record is left, no address is owned twice;
 //   - capacity: pods up to the instance's capacity all get an address,
 //     all different and none a running pod's;
-//   - the daemon never exited by itself and the race detector stayed quiet.
+//   - the daemon never exited by itself and the race detector stayed quiet;
+//   - a heal happened only after a real out-of-band change: in every
+//     schedOperatorEvery'th schedule an operator, after the steps,
+//     unassigns a running pod's address or detaches or deletes its ENI
+//     through the SDK (the daemon evicts the pods whose address is lost
+//     and the kubelet DELs them); every heal must name that ENI, and any
+//     heal in the other schedules is a false one.
 //
 // It fails if a cell of the fault matrix (kind × action) never fired over
 // the run (when it runs at least 100 schedules). Flags: -schedules N (200),
@@ -192,6 +198,8 @@ type schedStats struct {
 	truncations   int
 	deletions     int
 	restarts      int // daemon starts that failed and were retried (crash loop)
+	// operators counts the operators' out-of-band actions by kind.
+	operators map[string]int
 	// CPU used by the test process and by the daemon processes.
 	cpuSelf, cpuChildren time.Duration
 	failed               map[int64]string
@@ -225,7 +233,7 @@ func buildPlainChild(t *testing.T) string {
 }
 
 func newSchedStats() *schedStats {
-	return &schedStats{fired: map[cell]int64{}, failed: map[int64]string{}}
+	return &schedStats{fired: map[cell]int64{}, failed: map[int64]string{}, operators: map[string]int{}}
 }
 
 func (a *schedStats) failedCount() int {
@@ -283,6 +291,7 @@ func (a *schedStats) report(schedules int, took time.Duration) string {
 	fmt.Fprintf(&b, "|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	fmt.Fprintf(&b, "| %d | %d | %d | %d | %d | %d | %d | %v |\n", schedules, a.kills, a.killsInFlight, a.truncations, a.deletions,
 		a.restarts, len(a.failed), took.Round(time.Second))
+	fmt.Fprintf(&b, "\nOperators acting out of band: %d unassigns, %d detaches, %d deletes\n", a.operators[opUnassign], a.operators[opDetach], a.operators[opDelete])
 	if a.plainChild != "" {
 		fmt.Fprintf(&b, "\nDaemon processes race-instrumented in %d of the schedules, a plain build in the others (the harness and fakecloud always as built).\n", a.raced)
 	}
@@ -331,6 +340,8 @@ const (
 	// capacity of ecs.g7.xlarge is 45).
 	schedFillPods = 64
 	schedGCPeriod = 250 * time.Millisecond
+	// schedHealPeriod is the heal's period in the schedules.
+	schedHealPeriod = 300 * time.Millisecond
 	// schedSettle bounds the wait for the end state (converging is polled).
 	schedSettle = 30 * time.Second
 )
@@ -362,6 +373,8 @@ type schedRun struct {
 	bin string
 	// exits lists daemon processes that ended without being killed.
 	exits []string
+	// op is what the schedule's operator did out of band (nil: nothing).
+	op *schedOperator
 }
 
 func runSchedule(t *testing.T, seed int64, agg *schedStats) {
@@ -391,9 +404,12 @@ func runSchedule(t *testing.T, seed int64, agg *schedStats) {
 	l.conf = strings.Replace(l.conf, `"pool_check_period":"1h"`, `"pool_check_period":"400ms"`, 1)
 	// The periodic sync adopts and reconciles; the CNI paths stay in the
 	// temp dir (never the production defaults).
-	l.conf = strings.Replace(l.conf, `"cluster_id":"c-test",`, fmt.Sprintf(`"cluster_id":"c-test","ip_pool_sync_period":"500ms",`+
+	// The heal runs at the scale of the schedule: it must never act on
+	// anything these schedules do (no operator acts out of band here).
+	l.conf = strings.Replace(l.conf, `"cluster_id":"c-test",`, fmt.Sprintf(`"cluster_id":"c-test","ip_pool_sync_period":"500ms","pool_heal_period":%q,`+
 		`"cni_state_dir":%q,"cni_conf_dir":%q,"cni_bin_dir":%q,"cni_cache_dir":%q,`,
-		filepath.Join(l.dir, "cni-state"), filepath.Join(l.dir, "cni-conf"), filepath.Join(l.dir, "cni-bin"), filepath.Join(l.dir, "cni-cache")), 1)
+		schedHealPeriod.String(), filepath.Join(l.dir, "cni-state"), filepath.Join(l.dir, "cni-conf"), filepath.Join(l.dir, "cni-bin"),
+		filepath.Join(l.dir, "cni-cache")), 1)
 	if !strings.Contains(l.conf, "ip_pool_sync_period") || !strings.Contains(l.conf, `"gc_period":"250ms"`) ||
 		!strings.Contains(l.conf, `"pool_check_period":"400ms"`) {
 		t.Fatalf("the lab's eni_conf changed shape; the schedule config was not applied:\n%s", l.conf)
@@ -410,6 +426,9 @@ func runSchedule(t *testing.T, seed int64, agg *schedStats) {
 	}
 	for i := 0; i < schedFillPods; i++ {
 		pods = append(pods, schedPodObject(fmt.Sprintf("f%02d", i)))
+	}
+	for i := 0; i < schedOperatorPods; i++ {
+		pods = append(pods, schedPodObject(fmt.Sprintf("o%d", i)))
 	}
 	if err := writeJSONFile(r.kubePath, pods); err != nil {
 		t.Fatal(err)
@@ -450,6 +469,12 @@ func runSchedule(t *testing.T, seed int64, agg *schedStats) {
 	defer func() { t.Logf("timing: %s", strings.Join(timing, ", ")) }()
 	mark := func(what string, t0 time.Time) {
 		timing = append(timing, fmt.Sprintf("%s %v", what, time.Since(t0).Round(time.Millisecond)))
+	}
+	if s.Seed%schedOperatorEvery == 0 {
+		r.stage = "with an operator acting out of band"
+		t0 := time.Now()
+		r.operate()
+		timing = append(timing, fmt.Sprintf("operator %v", time.Since(t0).Round(time.Millisecond)))
 	}
 	r.stage = "recovering"
 	t0 := time.Now()
@@ -629,6 +654,9 @@ func (r *schedRun) collect() {
 	r.agg.truncations += r.trunc
 	r.agg.deletions += r.deleted
 	r.agg.restarts += r.restarts
+	if r.op != nil {
+		r.agg.operators[r.op.kind]++
+	}
 }
 
 // kubelet appends one line of what the kubelet tells the API server; the
@@ -752,6 +780,7 @@ func (r *schedRun) recover() {
 	}
 	var owed []*schedPod
 	err := poll(50*time.Millisecond, schedSettle, func() bool {
+		r.kubeletEvicts()
 		r.mu.Lock()
 		owed = owed[:0]
 		for _, name := range r.order {
@@ -772,6 +801,7 @@ func (r *schedRun) recover() {
 		r.violation("DEL keeps failing after the faults cleared for %d pods (first %s)", len(owed), owed[0].key())
 		return
 	}
+	r.settleOperator()
 	r.d.waitGCRounds(2)
 }
 
@@ -985,6 +1015,22 @@ func (r *schedRun) scanLogs() {
 		if i := bytes.Index(b, []byte("WARNING: DATA RACE")); i >= 0 {
 			end := min(len(b), i+4000)
 			r.violation("data race in the daemon process (%s):\n%s", filepath.Base(f), b[i:end])
+		}
+		// A heal only after a real out-of-band change, and only of what
+		// it changed: any other is a false one (a pod's address taken for
+		// lost, or assigned again).
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			if !bytes.Contains(line, []byte(`msg="heal: `)) || !bytes.Contains(line, []byte(" outcome=")) {
+				continue
+			}
+			if r.op == nil {
+				r.violation("a heal with nothing changed out of band (%s): %s", filepath.Base(f), line)
+				break
+			}
+			if !bytes.Contains(line, []byte(" eni="+r.op.eni)) {
+				r.violation("a heal of something the operator did not change (it %sed %s) (%s): %s", r.op.kind, r.op.eni, filepath.Base(f), line)
+				break
+			}
 		}
 	}
 }
@@ -1228,6 +1274,12 @@ func newDurableAPI(path string) (*durableAPI, error) {
 	a := &durableAPI{cs: fake.NewSimpleClientset(objs...), journal: journal}
 	react := k8stesting.ObjectReaction(a.cs.Tracker())
 	a.cs.PrependReactor("*", "pods", func(act k8stesting.Action) (bool, runtime.Object, error) {
+		if act.GetVerb() == "create" && act.GetSubresource() == "eviction" {
+			// The API server accepts it; the kubelet (the harness) kills
+			// the pod: a DEL, then the pod deleted.
+			name := act.(k8stesting.CreateAction).GetObject().(metav1.Object).GetName()
+			return true, nil, appendLine(path+evictionsSuffix, name)
+		}
 		var change podChange
 		switch act.GetVerb() {
 		case "create", "update", "patch":
@@ -1255,6 +1307,21 @@ func newDurableAPI(path string) (*durableAPI, error) {
 		return handled, obj, err
 	})
 	return a, nil
+}
+
+// evictionsSuffix names the file, next to the durable API's, where the
+// daemon process writes the pods it evicts, one name a line.
+const evictionsSuffix = ".evictions"
+
+// appendLine appends line and a newline to the file at path.
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.WriteString(line + "\n")
+	return err
 }
 
 // loadPods reads the pods of path, then applies its journal; a torn last

@@ -614,3 +614,25 @@ func (c *Client) SecurityGroupsOfInstance(ctx context.Context, instanceID string
 	}
 	return enis[0].SecurityGroups, nil
 }
+
+// AssignIPv4Addrs assigns the given secondary IPv4 addresses (at most 10)
+// to an ENI: the heal puts back addresses an operator unassigned while
+// pods used them. The call names its addresses, so a retry after a lost
+// answer cannot assign others; an address that is another ENI's by now
+// is refused (IsAddressTaken).
+func (c *Client) AssignIPv4Addrs(ctx context.Context, eniID string, ips []netip.Addr) error {
+	req := ecs.CreateAssignPrivateIpAddressesRequest()
+	req.NetworkInterfaceId = eniID
+	strs := addrStrings(ips)
+	req.PrivateIpAddress = &strs
+	err := c.retry(ctx, backoff.ENIIPOps, func(ctx context.Context) error {
+		return c.ecsCall(ctx, "AssignPrivateIpAddresses", allocCall, func(cl *ecs.Client) error {
+			_, err := cl.AssignPrivateIpAddresses(req)
+			return err
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("assign %v to %s: %w", ips, eniID, err)
+	}
+	return nil
+}

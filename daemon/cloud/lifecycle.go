@@ -192,6 +192,15 @@ func (n *Node) AssignIPv4(ctx context.Context, intentKey string, e ENIMeta, coun
 	return ips, n.awaitAssigned(ctx, e, ips, nil)
 }
 
+// AssignIPv4Addrs assigns the given addresses to an attached ENI and
+// waits until metadata lists them.
+func (n *Node) AssignIPv4Addrs(ctx context.Context, e ENIMeta, ips []netip.Addr) error {
+	if err := n.API.AssignIPv4Addrs(ctx, e.ID, ips); err != nil {
+		return err
+	}
+	return n.awaitAssigned(ctx, e, ips, nil)
+}
+
 // AssignIPv6 is AssignIPv4 for IPv6.
 func (n *Node) AssignIPv6(ctx context.Context, intentKey string, e ENIMeta, count int) ([]netip.Addr, error) {
 	ips, err := n.API.AssignIPv6(ctx, intentKey, e.ID, count)

@@ -65,6 +65,7 @@ const (
 	DefaultIPPoolSyncPeriod          = 120 * time.Second
 	DefaultMetadataEndpoint          = "http://100.100.100.200"
 	DefaultGCPeriod                  = 5 * time.Minute
+	DefaultPoolHealPeriod            = 10 * time.Second
 	DefaultCNIGCGrace                = time.Minute
 	DefaultPoolCheckPeriod           = 2 * time.Minute
 	DefaultStickyTime                = 5 * time.Minute
@@ -174,6 +175,9 @@ type Config struct {
 	ClusterID string `json:"cluster_id,omitempty"`
 	// GCPeriod is how often store, pods and cloud are reconciled.
 	GCPeriod Duration `json:"gc_period"`
+	// PoolHealPeriod is how often the pool compares metadata with what it
+	// holds to heal what an operator changed out of band (ours).
+	PoolHealPeriod Duration `json:"pool_heal_period"`
 	// CNIGCGrace protects attachments younger than this from CNI GC: the
 	// runtime may have listed its valid attachments just before an ADD.
 	CNIGCGrace Duration `json:"cni_gc_grace"`
@@ -246,6 +250,7 @@ func Defaults() *Config {
 		EnablePatchPodIPs:         true,
 		MetadataEndpoint:          DefaultMetadataEndpoint,
 		GCPeriod:                  Duration{DefaultGCPeriod},
+		PoolHealPeriod:            Duration{DefaultPoolHealPeriod},
 		CNIGCGrace:                Duration{DefaultCNIGCGrace},
 		PoolCheckPeriod:           Duration{DefaultPoolCheckPeriod},
 		StickyTime:                Duration{DefaultStickyTime},

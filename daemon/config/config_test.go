@@ -59,6 +59,7 @@ func TestDefaults(t *testing.T) {
 		{"endpoint", d.Endpoint, ""},
 		{"metadata_endpoint", d.MetadataEndpoint, "http://100.100.100.200"},
 		{"gc_period", d.GCPeriod.Duration, 5 * time.Minute},
+		{"pool_heal_period", d.PoolHealPeriod.Duration, 10 * time.Second},
 		{"cni_gc_grace", d.CNIGCGrace.Duration, time.Minute},
 		{"pool_check_period", d.PoolCheckPeriod.Duration, 2 * time.Minute},
 		{"reuse_cooldown", d.ReuseCooldown.Duration, time.Duration(0)},
@@ -121,7 +122,7 @@ func TestKeys(t *testing.T) {
 		"cluster_id", "degradation", "ecs_endpoint", "endpoint", "gc_period", "metadata_endpoint",
 		"metadata_lag_timeout", "pool_check_period", "reuse_cooldown", "socket_path", "sticky_time",
 		"store_path", "vpc_endpoint", "not_ready_on_ip_exhaustion", "ip_exhausted_inhibit", "vswitch_cache_ttl", "cni_conf_dir", "cni_bin_dir", "cni_cache_dir", "cni_gc_grace",
-		"cni_state_dir", "kube_sync_timeout",
+		"cni_state_dir", "kube_sync_timeout", "pool_heal_period",
 	}
 	slices.Sort(want)
 	if got := Keys(); !slices.Equal(got, want) {
@@ -322,6 +323,7 @@ func TestValidationErrorsNameKey(t *testing.T) {
 		{`{"kube_client_qps": -1}`, "kube_client_qps", "must be >= 0"},
 		{`{"kube_client_burst": -1}`, "kube_client_burst", "must be >= 0"},
 		{`{"gc_period": "0s"}`, "gc_period", "must be > 0"},
+		{`{"pool_heal_period": "0s"}`, "pool_heal_period", "must be > 0"},
 		{`{"gc_period": "-1m"}`, "gc_period", "must be > 0"},
 		{`{"gc_period": "5"}`, "gc_period", `invalid duration "5"`},
 		{`{"gc_period": 300}`, "gc_period", "want a duration string"},

@@ -207,7 +207,21 @@
 //   - cluster_id (string, ""): goes into the ownership tags of every ENI the
 //     daemon creates, so that orphan sweeps touch only this cluster's ENIs.
 //   - gc_period (duration > 0, "5m"): how often store, pods and cloud are
-//     reconciled and leaks returned.
+//     reconciled and leaks returned. The first round comes 30s after the
+//     daemon has read the API server (gc_period when that is shorter), so
+//     that the DELs missed while it was down are made good soon.
+//   - pool_heal_period (duration > 0, "10s"): how often the daemon (in
+//     ENIMultiIP mode) compares instance metadata with the addresses its
+//     pods hold, to heal what an operator changed out of band. A
+//     difference is acted on only when the cloud API confirms it, twice
+//     in a row: an address unassigned while its ENI is still attached is
+//     assigned back to that ENI (the pod keeps it); an address whose ENI
+//     was detached or deleted, or that cannot be assigned back, is lost:
+//     its pod keeps the claim (the address is never handed to another
+//     pod) and is evicted through the Eviction API with a ResourceLost
+//     event — a bare pod too, since its network is gone; an ENI of ours
+//     detached out of band is deleted once no pod uses it. Terway has no
+//     such key.
 //   - cni_gc_grace (duration >= 0, "1m"): CNI GC leaves attachments younger
 //     than this alone, since the runtime's list of valid attachments is a
 //     snapshot that an ADD finishing after it is missing from.

@@ -79,6 +79,7 @@ func (c *Config) validate() error {
 		{"idle_ip_reclaim_interval", c.IdleIPReclaimInterval.Duration, true},
 		{"ip_pool_sync_period", c.IPPoolSyncPeriod.Duration, true},
 		{"gc_period", c.GCPeriod.Duration, true},
+		{"pool_heal_period", c.PoolHealPeriod.Duration, true},
 		{"cni_gc_grace", c.CNIGCGrace.Duration, false},
 		{"pool_check_period", c.PoolCheckPeriod.Duration, true},
 		{"reuse_cooldown", c.ReuseCooldown.Duration, false},

@@ -23,6 +23,9 @@ type Cloud interface {
 	// and wait until metadata shows them.
 	AssignIPv4(ctx context.Context, intentKey string, e cloud.ENIMeta, count int) ([]netip.Addr, error)
 	AssignIPv6(ctx context.Context, intentKey string, e cloud.ENIMeta, count int) ([]netip.Addr, error)
+	// AssignIPv4Addrs assigns the given addresses to an attached ENI
+	// and waits until metadata shows them (the heal's).
+	AssignIPv4Addrs(ctx context.Context, e cloud.ENIMeta, ips []netip.Addr) error
 	UnassignIPv4(ctx context.Context, eniID string, ips []netip.Addr) error
 	UnassignIPv6(ctx context.Context, eniID string, ips []netip.Addr) error
 

@@ -224,6 +224,17 @@ func (m *memCloud) AssignIPv4(ctx context.Context, _ string, meta cloud.ENIMeta,
 	return v4, nil
 }
 
+func (m *memCloud) AssignIPv4Addrs(ctx context.Context, meta cloud.ENIMeta, ips []netip.Addr) error {
+	e, err := m.callENI(ctx, "AssignIPv4Addrs", meta.ID, len(ips))
+	defer m.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	e.IPv4 = append(e.IPv4, ips...)
+	m.free -= len(ips)
+	return nil
+}
+
 func (m *memCloud) AssignIPv6(ctx context.Context, _ string, meta cloud.ENIMeta, n int) ([]netip.Addr, error) {
 	e, err := m.callENI(ctx, "AssignIPv6", meta.ID, n)
 	defer m.mu.Unlock()

@@ -205,13 +205,25 @@ type MultiIP struct {
 	retryAt     time.Time
 	nextReclaim time.Time
 	orphanSeen  map[netip.Addr]int
+	// The heal's (heal.go): lost are the slots, in use, whose address an
+	// operator took away out of band (the claim is kept until its owner
+	// is released); goneENIs the ENIs detached or deleted out of band
+	// that lost claims still name (kept from the orphan sweep); the
+	// suspects the differences the last round saw.
+	lost        map[netip.Addr]*ipSlot
+	goneENIs    map[string]*eniSlot
+	suspectIPs  map[netip.Addr]healSuspect
+	suspectENIs map[string]uint64
 }
 
 type eniSlot struct {
 	cloud.ENIMeta
-	ips      []*ipSlot
-	busy     bool // a cloud call on this ENI is in flight
-	pending  int  // addresses that call will add
+	ips     []*ipSlot
+	busy    bool // a cloud call on this ENI is in flight
+	pending int  // addresses that call will add
+	// gen counts the pool's calls started on this ENI: the heal acts only
+	// on what two rounds saw with no call of the pool in between.
+	gen      uint64
 	inhibit  time.Time
 	deleting bool
 }
@@ -224,11 +236,16 @@ type ipSlot struct {
 	// releasing: being unassigned, or its ENI released; no longer
 	// anyone's.
 	releasing bool
+	// unsure: an unassign of it failed and the cloud could not say
+	// whether it was applied; nobody gets it until the sync has asked
+	// again (a pod given an address the cloud took back would look like
+	// an operator's doing to the heal).
+	unsure bool
 }
 
 // idle reports whether s is neither in use nor being given back (it may
 // be reserved).
-func (s *ipSlot) idle() bool { return !s.inUse && !s.releasing }
+func (s *ipSlot) idle() bool { return !s.inUse && !s.releasing && !s.unsure }
 
 func (s *ipSlot) isReleasing() bool { return s.releasing }
 
@@ -257,7 +274,7 @@ func NewMultiIP(cfg MultiIPConfig, cl Cloud, vsw VSwitches, c clock.WithTicker, 
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	p := &MultiIP{cfg: cfg, orphanSeen: map[netip.Addr]int{}}
+	p := &MultiIP{cfg: cfg, orphanSeen: map[netip.Addr]int{}, lost: map[netip.Addr]*ipSlot{}, goneENIs: map[string]*eniSlot{}}
 	p.poolCore = newPoolCore[*eniSlot, *ipSlot](p, cl, vsw, c, log, ev)
 	return p, nil
 }
@@ -274,6 +291,19 @@ func (p *MultiIP) Allocate(ctx context.Context, owner string) (IP, error) {
 	return p.allocate(ctx, owner, "an address")
 }
 
+// Release gives owner's address back to the pool (poolCore.Release); a
+// lost address (heal.go) is dropped instead: it is no longer the pool's.
+func (p *MultiIP) Release(owner string, stickyUntil time.Time) {
+	p.mu.Lock()
+	if p.releaseLostLocked(owner) {
+		p.mu.Unlock()
+		return
+	}
+	p.releaseLocked(owner, stickyUntil)
+	p.mu.Unlock()
+	p.kick()
+}
+
 // takeIdleLocked hands owner an idle address: its reservation if it has
 // one, else the idle address that has cooled down longest.
 func (p *MultiIP) takeIdleLocked(owner string) *ipSlot {
@@ -284,8 +314,8 @@ func (p *MultiIP) takeIdleLocked(owner string) *ipSlot {
 			continue
 		}
 		for _, s := range e.ips {
-			if s.releasing {
-				continue
+			if s.releasing || s.unsure || p.lostAddrLocked(s.v4) {
+				continue // a lost claim's address: never a second pod's
 			}
 			ok, own := s.availableTo(owner, now, p.cfg.Cooldown)
 			if own {

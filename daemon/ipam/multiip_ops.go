@@ -30,6 +30,7 @@ func (p *MultiIP) startAssignsLocked(now time.Time, deficit int) int {
 			continue
 		}
 		e.busy, e.pending = true, k
+		e.gen++
 		p.inflight += k
 		deficit -= k
 		key4, key6 := p.nextKey("assign4"), p.nextKey("assign6")
@@ -399,6 +400,7 @@ func inUse(e *eniSlot, now time.Time) int {
 
 func (p *MultiIP) releaseENILocked(e *eniSlot) {
 	e.deleting, e.busy = true, true
+	e.gen++
 	for _, s := range e.ips {
 		s.inUse, s.releasing = false, true
 		p.owners.forget(s)
@@ -440,6 +442,7 @@ func (p *MultiIP) assignedNow(ctx context.Context, eniID string) (cloudAddrs, er
 
 func (p *MultiIP) unassignLocked(e *eniSlot, drop []*ipSlot) {
 	e.busy = true
+	e.gen++
 	var v4, v6 []netip.Addr
 	for _, s := range drop {
 		s.releasing = true
@@ -472,10 +475,10 @@ func (p *MultiIP) unassignLocked(e *eniSlot, drop []*ipSlot) {
 					gone = append(gone, s)
 					continue
 				}
-				// Still assigned, or unknown (the confirmation failed too):
-				// back to idle; the ENI waits out the failure backoff and
-				// the sync drops what vanished from metadata.
-				s.releasing = false
+				// Still assigned: back to idle. Unknown (the confirmation
+				// failed too): kept from pods until the sync asks the cloud
+				// again. The ENI waits out the failure backoff.
+				s.releasing, s.unsure = false, derr != nil
 			}
 			e.inhibit = p.clock.Now().Add(p.failureBackoffLocked())
 			p.events.Warn("DisposeResourceFailed", fmt.Sprintf("unassign %v from %s: %v", v4, e.ID, err))

@@ -126,7 +126,7 @@ func (p *MultiIP) sweep(ctx context.Context) ([]string, error) {
 	busy = p.creating > 0 || p.createGen != gen
 	// Trunk and Member ENIs are never ours to delete, whatever their tags.
 	orphans = slices.DeleteFunc(orphans, func(e cloud.ENI) bool {
-		return p.enis[e.ID] != nil || e.Type != "Secondary" || !cloud.HasTags(e.Tags, p.cfg.owner())
+		return p.enis[e.ID] != nil || p.goneENIs[e.ID] != nil || e.Type != "Secondary" || !cloud.HasTags(e.Tags, p.cfg.owner())
 	})
 	p.mu.Unlock()
 	if busy {
@@ -212,7 +212,7 @@ func (p *MultiIP) sync(ctx context.Context) {
 			continue // unknown: next sync
 		}
 		p.mu.Lock()
-		if p.enis[e.ID] == e && !e.busy && !e.deleting {
+		if p.enis[e.ID] == e && !e.busy && !e.deleting && !hasInUse(e) {
 			p.dropENILocked(e)
 		}
 		p.mu.Unlock()
@@ -224,6 +224,12 @@ func (p *MultiIP) sync(ctx context.Context) {
 		}
 		p.reconcileENI(ctx, e, v4)
 	}
+}
+
+// hasInUse reports whether a pod uses an address of e: then the heal, not
+// the sync, deals with e gone (claims kept, pods evicted).
+func hasInUse(e *eniSlot) bool {
+	return slices.ContainsFunc(e.ips, func(s *ipSlot) bool { return s.inUse })
 }
 
 func (p *MultiIP) dropENILocked(e *eniSlot) {
@@ -263,8 +269,9 @@ func (p *MultiIP) reconcileENI(ctx context.Context, e *eniSlot, meta []netip.Add
 		p.owners.forget(s)
 		return true
 	})
+	unsure, gen := slices.ContainsFunc(e.ips, func(s *ipSlot) bool { return s.unsure }), e.gen
 	p.mu.Unlock()
-	if len(unknown) == 0 {
+	if len(unknown) == 0 && !unsure {
 		return
 	}
 	// Adopt only what the cloud confirms is assigned to this ENI:
@@ -275,6 +282,21 @@ func (p *MultiIP) reconcileENI(ctx context.Context, e *eniSlot, meta []netip.Add
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if unsure && p.enis[e.ID] == e && !e.busy && e.gen == gen {
+		// What a failed unassign left unknown: idle again if the cloud
+		// still assigns it, gone if not.
+		e.ips = slices.DeleteFunc(e.ips, func(s *ipSlot) bool {
+			if !s.unsure {
+				return false
+			}
+			s.unsure = false
+			if ce.PrimaryIP == s.v4 || slices.Contains(ce.IPv4, s.v4) {
+				return false
+			}
+			p.owners.forget(s)
+			return true
+		})
+	}
 	for _, a := range unknown {
 		if (slices.Contains(ce.IPv4, a) || ce.PrimaryIP == a) && p.findLocked(e.ID, a) == nil {
 			e.ips = append(e.ips, &ipSlot{eni: e, v4: a})
