@@ -198,6 +198,7 @@ func checkRBAC(t *testing.T, r *rendered) {
 	wantCluster := []rbacv1.PolicyRule{
 		core("pods", "get", "list", "watch"),
 		core("pods", "patch"),
+		core("pods/eviction", "create"),
 		core("nodes", "get", "patch"),
 		core("nodes/status", "patch"),
 		core("events", "create", "patch"),
