@@ -36,35 +36,27 @@ socket in the lab's directory), as the cloud and an operator would:
 		return &cobra.Command{
 			Use: use + " NAME", Short: short, Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				c, err := cluster.DialControl(g.dir())
-				if err != nil {
-					return err
-				}
-				ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-				defer cancel()
-				if err := f(c, ctx, args[0]); err != nil {
-					return err
-				}
-				printf(g.stdout, "node %s: %s done\n", args[0], use)
-				return nil
+				return withControl(cmd.Context(), g, timeout, func(ctx context.Context, c *cluster.Control) error {
+					if err := f(c, ctx, args[0]); err != nil {
+						return err
+					}
+					printf(g.stdout, "node %s: %s done\n", args[0], use)
+					return nil
+				})
 			},
 		}
 	}
 	add := &cobra.Command{
 		Use: "add", Short: "Add a node; returns when it is Ready with terway", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cluster.DialControl(g.dir())
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-			defer cancel()
-			n, err := c.AddNode(ctx)
-			if err != nil {
-				return err
-			}
-			printf(g.stdout, "node %s added: instance %s (%s) in %s, %s\n", n.Name, n.InstanceID, n.InstanceType, n.Zone, n.PrimaryIP)
-			return nil
+			return withControl(cmd.Context(), g, timeout, func(ctx context.Context, c *cluster.Control) error {
+				n, err := c.AddNode(ctx)
+				if err != nil {
+					return err
+				}
+				printf(g.stdout, "node %s added: instance %s (%s) in %s, %s\n", n.Name, n.InstanceID, n.InstanceType, n.Zone, n.PrimaryIP)
+				return nil
+			})
 		},
 	}
 	cmd.AddCommand(add,
@@ -95,17 +87,13 @@ The command returns after the kill, not after the restart.`,
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: []string{cluster.ComponentTerwayd, cluster.ComponentContainerd, cluster.ComponentKubelet, cluster.ComponentAPIServer},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cluster.DialControl(g.dir())
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-			defer cancel()
-			if err := c.Kill(ctx, args[0], node, downtime); err != nil {
-				return err
-			}
-			printf(g.stdout, "killed %s%s\n", args[0], map[bool]string{true: " on " + node}[node != ""])
-			return nil
+			return withControl(cmd.Context(), g, timeout, func(ctx context.Context, c *cluster.Control) error {
+				if err := c.Kill(ctx, args[0], node, downtime); err != nil {
+					return err
+				}
+				printf(g.stdout, "killed %s%s\n", args[0], map[bool]string{true: " on " + node}[node != ""])
+				return nil
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -113,4 +101,15 @@ The command returns after the kill, not after the restart.`,
 	f.DurationVar(&downtime, "downtime", 10*time.Second, "how long containerd, kubelet or kube-apiserver stays down")
 	f.DurationVar(&timeout, "timeout", 2*time.Minute, "give up after this long (terwayd waits for one to kill)")
 	return cmd
+}
+
+// withControl runs f with the lab supervisor's control, within timeout.
+func withControl(ctx context.Context, g *globals, timeout time.Duration, f func(context.Context, *cluster.Control) error) error {
+	c, err := cluster.DialControl(g.dir())
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return f(ctx, c)
 }
