@@ -35,7 +35,7 @@ build: ## Build every command into ./bin
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 .PHONY: test
-test: ## All tests with -race, a short fuzz smoke run, then the scenario suites on a fresh lab (root)
+test: ## All tests with -race, a short fuzz smoke run, then the smoke specs on a fresh lab per mode (root)
 	$(GO) test -race -count=1 -timeout 30m ./...
 	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=$(FUZZ_SMOKE)
 	@$(MAKE) --no-print-directory test-lab
