@@ -3,6 +3,7 @@ package ipam
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -309,7 +310,7 @@ func (p *MultiIP) finishGoneENIs(ctx context.Context) []Heal {
 	p.mu.Lock()
 	var done []string
 	for id, e := range p.goneENIs {
-		if !slices.ContainsFunc(mapValues(p.lost), func(s *ipSlot) bool { return s.eni == e && s.owner != "" }) {
+		if !slices.ContainsFunc(slices.Collect(maps.Values(p.lost)), func(s *ipSlot) bool { return s.eni == e && s.owner != "" }) {
 			done = append(done, id)
 		}
 	}
@@ -334,14 +335,6 @@ func (p *MultiIP) finishGoneENIs(ctx context.Context) []Heal {
 		p.mu.Lock()
 		delete(p.goneENIs, id)
 		p.mu.Unlock()
-	}
-	return out
-}
-
-func mapValues[K comparable, V any](m map[K]V) []V {
-	out := make([]V, 0, len(m))
-	for _, v := range m {
-		out = append(out, v)
 	}
 	return out
 }
