@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/terway-sim/terway/lab/chaos"
 )
 
 // The control socket is how terway-lab commands and the chaos engine
@@ -33,12 +35,14 @@ import (
 // in a state for it) or 500. An operation runs until done or until the
 // client goes away: the request's context bounds it.
 
-// Components Kill names (the same names as lab/chaos's).
+// Components Kill names. Their names live in lab/chaos, whose Lab.Kill
+// this serves (lab/chaos stays free of the emulator, so the home is
+// there, not here).
 const (
-	ComponentTerwayd    = "terwayd"
-	ComponentContainerd = "containerd"
-	ComponentKubelet    = "kubelet"
-	ComponentAPIServer  = "kube-apiserver"
+	ComponentTerwayd    = chaos.ComponentTerwayd
+	ComponentContainerd = chaos.ComponentContainerd
+	ComponentKubelet    = chaos.ComponentKubelet
+	ComponentAPIServer  = chaos.ComponentAPIServer
 	// componentKubeProxy is started and stopped with its node only.
 	componentKubeProxy = "kube-proxy"
 )
