@@ -405,3 +405,57 @@ func TestHealNoFalseHealAcrossRestart(t *testing.T) {
 		t.Fatalf("false heal: evicted %v", ev)
 	}
 }
+
+// TestHealIdleENIGoneOutOfBand: an idle ENI (its pods gone, its
+// addresses kept warm) that an operator deletes is dropped from the pool
+// by the heal, well before the pool's sync (pool_check_period, two
+// minutes by default; here never) would: nothing is evicted and no
+// address of it is handed out.
+func TestHealIdleENIGoneOutOfBand(t *testing.T) {
+	h := newHealLab(t)
+	h.conf = strings.Replace(h.conf, `"pool_check_period":"200ms"`, `"pool_check_period":"1h"`, 1)
+	d, c, reg, _ := h.healDaemon()
+	pods := h.podsOn(t, c, 3)
+	eni := eniOf(t, d, "ns/p0")
+	gone := map[string]bool{}
+	for _, a := range d.pool.Addresses() {
+		if a.IP.ENIID == eni {
+			gone[a.IP.IPv4.String()] = true
+		}
+	}
+	for k := range pods {
+		if eniOf(t, d, k) != eni {
+			continue
+		}
+		ns, name, _ := strings.Cut(k, "/")
+		if _, err := c.ReleaseIP(ctxT(t), &rpc.ReleaseIPRequest{K8SPodNamespace: ns, K8SPodName: name, K8SPodInfraContainerId: "c" + name}); err != nil {
+			t.Fatal(err)
+		}
+		h.deletePod(ns, name)
+	}
+	if err := h.op.DeleteENI(ctxT(t), eni); err != nil {
+		t.Fatal(err)
+	}
+	all := rounds(t, d, "the idle ENI forgotten", func(hs []ipam.Heal) bool { return len(outcomes(hs)) > 0 })
+	if len(all) != 1 || all[0].Outcome != ipam.HealENIForgotten || all[0].ENIID != eni {
+		t.Fatalf("heals %+v, want one %s of %s", all, ipam.HealENIForgotten, eni)
+	}
+	if n := heals(reg, ipam.HealENIForgotten); n != 1 {
+		t.Fatalf("terway_pool_heals_total{outcome=eni_forgotten} = %v, want 1", n)
+	}
+	for _, a := range d.pool.Addresses() {
+		if a.IP.ENIID == eni {
+			t.Fatalf("the pool still holds %s on %s, which the operator deleted", a.IP.IPv4, eni)
+		}
+	}
+	if ev := h.evictions(); len(ev) != 0 {
+		t.Fatalf("evicted %v for an idle ENI", ev)
+	}
+	for i := range 6 {
+		name := fmt.Sprintf("n%d", i)
+		h.pod("ns", name, nil)
+		if ip := podIP(allocOK(t, c, "ns", name, "c"+name)); gone[ip] {
+			t.Fatalf("%s got %s, an address of the deleted ENI %s", name, ip, eni)
+		}
+	}
+}

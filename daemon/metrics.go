@@ -37,7 +37,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Latency of instance metadata reads in milliseconds.", Buckets: prometheus.ExponentialBuckets(1, 2, 10)},
 			[]string{"url", "error"}),
 		heals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "terway_pool_heals_total",
-			Help: "What the heal did about changes an operator made out of band: reassigned (an unassigned address assigned back), lost (an address on no ENI any more: the pod is evicted), eni_deleted (a detached ENI deleted once its pods were gone)."},
+			Help: "What the heal did about changes an operator made out of band: reassigned (an unassigned address assigned back), lost (an address on no ENI any more: the pod is evicted), eni_deleted (a detached ENI deleted once its pods were gone), eni_forgotten (an idle ENI detached or deleted out of band, dropped from the pool)."},
 			[]string{"outcome"}),
 	}
 	if reg != nil {

@@ -220,8 +220,9 @@
 //     its pod keeps the claim (the address is never handed to another
 //     pod) and is evicted through the Eviction API with a ResourceLost
 //     event — a bare pod too, since its network is gone; an ENI of ours
-//     detached out of band is deleted once no pod uses it. Terway has no
-//     such key.
+//     detached out of band is deleted once no pod uses it, and an idle
+//     one detached or deleted is dropped from the pool at once (not at
+//     the next ip_pool_sync_period). Terway has no such key.
 //   - cni_gc_grace (duration >= 0, "1m"): CNI GC leaves attachments younger
 //     than this alone, since the runtime's list of valid attachments is a
 //     snapshot that an ADD finishing after it is missing from.

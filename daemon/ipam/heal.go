@@ -38,6 +38,10 @@ const (
 	// HealENIDeleted: an ENI of ours detached out of band was deleted
 	// once no pod held an address of it.
 	HealENIDeleted = "eni_deleted"
+	// HealENIForgotten: an idle ENI (no address in use) detached or
+	// deleted out of band was dropped from the pool at once, not at the
+	// next sync, so the pool refills from what the node really has.
+	HealENIForgotten = "eni_forgotten"
 )
 
 // Heal is one thing a heal round did.
@@ -82,11 +86,11 @@ func (p *MultiIP) LostOwners() []string {
 	return out
 }
 
-// healCandidate is an ENI with addresses in use, as a round found it.
+// healCandidate is an ENI of the pool as a round found it.
 type healCandidate struct {
 	e   *eniSlot
 	gen uint64
-	v4  []netip.Addr // the addresses in use
+	v4  []netip.Addr // the addresses in use; none for an idle ENI
 }
 
 // Heal compares metadata with what the pool holds, confirms each
@@ -104,6 +108,9 @@ func (p *MultiIP) Heal(ctx context.Context) []Heal {
 	for _, c := range p.healCandidates() {
 		var missing []netip.Addr
 		eniMissing := !slices.Contains(macs, c.e.MAC)
+		if !eniMissing && len(c.v4) == 0 {
+			continue // idle: only its own absence matters
+		}
 		if !eniMissing {
 			meta, err := p.cloud.IPv4s(ctx, c.e.MAC)
 			if err != nil {
@@ -160,8 +167,8 @@ func (p *MultiIP) Heal(ctx context.Context) []Heal {
 	return out
 }
 
-// healCandidates lists the pool's ENIs that have addresses in use and no
-// call of the pool in flight.
+// healCandidates lists the pool's ENIs with no call of the pool in
+// flight, and the addresses in use on each.
 func (p *MultiIP) healCandidates() []healCandidate {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -176,9 +183,7 @@ func (p *MultiIP) healCandidates() []healCandidate {
 				c.v4 = append(c.v4, s.v4)
 			}
 		}
-		if len(c.v4) > 0 {
-			out = append(out, c)
-		}
+		out = append(out, c)
 	}
 	return out
 }
@@ -267,6 +272,10 @@ func (p *MultiIP) loseENILocked(id string, gen uint64) []Heal {
 			continue
 		}
 		p.owners.forget(s)
+	}
+	if len(out) == 0 {
+		out = append(out, Heal{Outcome: HealENIForgotten, ENIID: id,
+			Why: fmt.Sprintf("ENI %s, idle, was detached or deleted out of band; dropped it from the pool", id)})
 	}
 	delete(p.enis, id)
 	p.goneENIs[id] = e
