@@ -18,7 +18,7 @@ import (
 // coldPools empties the daemons' pools before the rollout: an operator
 // deletes every secondary ENI attached to a lab node that holds no pod's
 // address, then the run waits until the audit is clean, that is until
-// each daemon has seen its idle ENIs gone (its pool sync) and the lab is
+// each daemon has seen its idle ENIs gone (its heal, or its pool sync) and the lab is
 // consistent again. Only then do the plan's faults start, on nodes that
 // have to create, attach and fill ENIs for the rollout. It returns a note
 // for the report.

@@ -81,8 +81,9 @@ type Config struct {
 // Defaults of Config.
 const (
 	DefaultSettleTimeout = 5 * time.Minute
-	// DefaultColdTimeout covers the daemon's pool sync (two minutes by
-	// default), which is when it sees its deleted ENIs gone.
+	// DefaultColdTimeout bounds the wait for the daemons to drop their
+	// deleted idle ENIs: two heal rounds (pool_heal_period) in ENIMultiIP,
+	// the pool sync (pool_check_period, two minutes) in the other modes.
 	DefaultColdTimeout = 3 * time.Minute
 	// cleanupTimeout bounds deleting the workload when a run ends early.
 	cleanupTimeout = 3 * time.Minute
