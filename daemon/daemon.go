@@ -83,7 +83,9 @@ type Daemon struct {
 	clock clock.WithTicker
 	log   *slog.Logger
 
-	kube    *k8s.Client
+	kube *k8s.Client
+	// supply is the SufficientIP condition last published.
+	supply  atomic.Pointer[supplyCondition]
 	host    *hostnet.Host
 	devices *deviceplugin.Plugin
 	checker *cnicheck.Checker
@@ -410,6 +412,7 @@ func (d *Daemon) startChildren() error {
 	}
 	run(func(ctx context.Context) { d.waitForAPI(ctx); d.gcLoop(ctx) })
 	run(d.publishLoop)
+	run(d.supplyLoop)
 	run(d.healLoop)
 	if d.cfg.EnablePatchPodIPs {
 		d.podIPs = newPodIPsWriter(d.kube, d.backoffSet().Get(backoff.KubernetesAPIRetry), d.clock, d.log)

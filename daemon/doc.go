@@ -40,8 +40,8 @@
 // evicted with its claim kept), GC (gc_period: store ↔ pods ↔ pool ↔
 // cloud, orphan sweep, host cleanup), the periodic check
 // (Options.CheckPeriod: the three-way mapping and CNI CHECK,
-// ResourceInvalid events) and publishing capacity (node annotation,
-// SufficientIP condition). With enable_patch_pod_ips, workers
+// ResourceInvalid events) and publishing capacity (node annotation once
+// a minute; the SufficientIP condition within 10s of a change). With enable_patch_pod_ips, workers
 // of a queue keyed by pod also write each pod's addresses into its
 // annotation k8s.aliyun.com/pod-ips after AllocIP has answered (never on
 // the reply path; retried; read back when the daemon restores).

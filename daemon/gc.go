@@ -216,7 +216,23 @@ func (d *Daemon) cleanHost(a store.Attachment) {
 	}
 }
 
-// publishLoop publishes the node's capacity and address supply.
+// supplyCheckPeriod is how often the daemon looks whether the
+// SufficientIP condition it published still holds; it writes only when
+// it changed, so a vSwitch running dry shows within seconds without a
+// node write every few seconds.
+const supplyCheckPeriod = 10 * time.Second
+
+// supplyLoop publishes the address supply as soon as it changes.
+func (d *Daemon) supplyLoop(ctx context.Context) {
+	d.every(ctx, supplyCheckPeriod, supplyCheckPeriod, func(ctx context.Context) {
+		if last := d.supply.Load(); last == nil || *last != d.sufficientIP() {
+			d.updateSufficientIP(ctx)
+		}
+	})
+}
+
+// publishLoop publishes the node's capacity and address supply once a
+// minute (a refresh, should anyone else have changed them).
 func (d *Daemon) publishLoop(ctx context.Context) {
 	d.every(ctx, 0, time.Minute, func(ctx context.Context) {
 		err := d.kube.AnnotateNode(ctx, map[string]string{k8s.AnnotationMaxAvailableIP: strconv.Itoa(d.capacity)})
@@ -227,18 +243,34 @@ func (d *Daemon) publishLoop(ctx context.Context) {
 	})
 }
 
-// updateSufficientIP sets the SufficientIP node condition: False while the
-// pool cannot grow (a dry vSwitch), True otherwise. It is a condition, not
-// NotReady: a whole vSwitch running dry must not evict its pods.
-func (d *Daemon) updateSufficientIP(ctx context.Context) {
+// supplyCondition is the SufficientIP condition as published.
+type supplyCondition struct {
+	status       corev1.ConditionStatus
+	reason, text string
+}
+
+// sufficientIP is the SufficientIP condition the pool's state calls
+// for: False while the pool cannot grow (a dry vSwitch) or the node is
+// full, True otherwise.
+func (d *Daemon) sufficientIP() supplyCondition {
 	st := d.pool.Stats()
-	status, reason, msg := corev1.ConditionTrue, "SufficientIP", "the node can allocate pod addresses"
-	if st.Starved {
-		status, reason, msg = corev1.ConditionFalse, "InsufficientIP", "the cloud cannot give this node more addresses now"
-	} else if st.Idle == 0 && st.InUse >= d.capacity {
-		status, reason, msg = corev1.ConditionFalse, "NoCapacity", "all addresses the instance type allows are in use"
+	switch {
+	case st.Starved:
+		return supplyCondition{corev1.ConditionFalse, "InsufficientIP", "the cloud cannot give this node more addresses now"}
+	case st.Idle == 0 && st.InUse >= d.capacity:
+		return supplyCondition{corev1.ConditionFalse, "NoCapacity", "all addresses the instance type allows are in use"}
 	}
-	if err := d.kube.SetCondition(ctx, k8s.ConditionSufficientIP, status, reason, msg); err != nil {
+	return supplyCondition{corev1.ConditionTrue, "SufficientIP", "the node can allocate pod addresses"}
+}
+
+// updateSufficientIP sets the SufficientIP node condition. It is a
+// condition, not NotReady: a whole vSwitch running dry must not evict its
+// pods.
+func (d *Daemon) updateSufficientIP(ctx context.Context) {
+	c := d.sufficientIP()
+	if err := d.kube.SetCondition(ctx, k8s.ConditionSufficientIP, c.status, c.reason, c.text); err != nil {
 		d.log.Warn("set node condition", "err", err)
+		return
 	}
+	d.supply.Store(&c)
 }

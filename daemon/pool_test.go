@@ -127,10 +127,10 @@ func TestVSwitchExhaustionAndRecovery(t *testing.T) {
 	if len(got) != 16 || failed != 4 {
 		t.Fatalf("%d allocated, %d failed; want 16 and 4", len(got), failed)
 	}
-	d.updateSufficientIP(ctxT(t))
-	if cond := sufficientIP(t, l); cond.Status != corev1.ConditionFalse {
-		t.Fatalf("SufficientIP on a dry vSwitch: %+v", cond)
-	}
+	// The supply loop publishes the change by itself, within seconds.
+	testwait.Until(t, waitLimit, "SufficientIP False on a dry vSwitch", func() bool {
+		return sufficientIP(t, l).Status == corev1.ConditionFalse
+	})
 	// Someone else releases addresses in the vSwitch.
 	if err := d.node.API.UnassignIPv4(ctxT(t), squatter, []netip.Addr{netip.MustParseAddr(taken[0]), netip.MustParseAddr(taken[1]),
 		netip.MustParseAddr(taken[2])}); err != nil {
@@ -140,10 +140,9 @@ func TestVSwitchExhaustionAndRecovery(t *testing.T) {
 		_, err := alloc(t, c, "x", "p16", "c16")
 		return err == nil
 	})
-	d.updateSufficientIP(ctxT(t))
-	if cond := sufficientIP(t, l); cond.Status != corev1.ConditionTrue {
-		t.Fatalf("SufficientIP after recovery: %+v", cond)
-	}
+	testwait.Until(t, waitLimit, "SufficientIP True after recovery", func() bool {
+		return sufficientIP(t, l).Status == corev1.ConditionTrue
+	})
 }
 
 func sufficientIP(t *testing.T, l *lab) corev1.NodeCondition {
