@@ -7,7 +7,9 @@
 //
 //  1. settle: the previous workload is gone and terway is Ready on every
 //     node, so that a restart an earlier plan caused is not counted
-//     against this one (the timeline's restart counts start after it);
+//     against this one (the timeline's restart counts start after it); a
+//     terway pod whose container restarted is replaced by a new one, which
+//     has no crash back-off for this plan's kills to wait out;
 //  2. cold pools, when the plan asks (chaos.Workload.ColdPools): an
 //     operator deletes every secondary ENI of the nodes that holds no
 //     pod's address, and the run waits until the audit is clean again, so

@@ -6,9 +6,15 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
 	"github.com/terway-sim/terway/internal/noproxy"
 	"github.com/terway-sim/terway/lab/chaos"
 	"github.com/terway-sim/terway/lab/chaos/report"
+	"github.com/terway-sim/terway/lab/workload"
 )
 
 func TestMain(m *testing.M) { noproxy.Main(m) }
@@ -162,6 +168,50 @@ func TestRunSettleTimeout(t *testing.T) {
 	}
 	if strings.Contains(l.j.String(), "deploy") {
 		t.Error("deployed on a lab that did not settle")
+	}
+}
+
+// A terway pod whose container restarted (an earlier plan killed
+// terwayd) is replaced before the run starts, so that the kubelet's crash
+// back-off does not hold this plan's kills back; the others are kept.
+func TestRunSettleFreshTerway(t *testing.T) {
+	objs := labObjects("chaos-test", false)
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok && p.Name == "terway-lab-2" {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "terway", RestartCount: 3}}
+		}
+	}
+	l := newTestLab(objs...)
+	// The DaemonSet controller: a deleted terway pod comes back new and
+	// Ready.
+	kube := l.cfg.Kube.(*fake.Clientset)
+	kube.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		name := a.(k8stesting.DeleteAction).GetName()
+		if !strings.HasPrefix(name, "terway-") {
+			return false, nil, nil
+		}
+		old, err := kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), workload.TerwayNamespace, name)
+		if err != nil {
+			return true, nil, err
+		}
+		p := old.(*corev1.Pod).DeepCopy()
+		p.Name, p.Status.ContainerStatuses = name+"-new", nil
+		if err := kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), workload.TerwayNamespace, name); err != nil {
+			return true, nil, err
+		}
+		l.j.add("replaced terway pod %s", name)
+		return true, nil, kube.Tracker().Add(p)
+	})
+	if _, err := Run(t.Context(), l.cfg, resolve(t, testPlan(false, 0))); err != nil {
+		t.Fatal(err)
+	}
+	log := l.j.String()
+	inOrder(t, log, "replaced terway pod terway-lab-2", "deploy")
+	if strings.Contains(log, "terway-lab-1") {
+		t.Errorf("a terway pod that never restarted was replaced:\n%s", log)
+	}
+	if !strings.Contains(l.progres.String(), "new terway pods on lab-2") {
+		t.Errorf("progress does not say which pods were replaced:\n%s", l.progres.String())
 	}
 }
 
