@@ -214,10 +214,18 @@ func (r *run) undo(ctx context.Context, st *stepRun) error {
 	return nil
 }
 
+// killGrace is the least time a kill may wait for its component, also
+// at the very end of its step.
+const killGrace = 10 * time.Second
+
 // kill kills at one of the step's moments. A kill that fails does not
 // end the run (the component may be restarting from the last one), but
-// fails it at the end.
+// fails it at the end. It waits for a component that is not running
+// (terwayd in the kubelet's crash back-off) only until the step's window
+// ends: kills must not stretch the faults past the plan's schedule.
 func (r *run) kill(ctx context.Context, st *stepRun) error {
+	ctx, cancel := context.WithTimeout(ctx, max(r.start.Add(st.End.D()).Sub(r.clock.Now()), killGrace))
+	defer cancel()
 	detail, err := killMoment(ctx, r, st)
 	r.event(st, EventKill, detail, err)
 	return nil

@@ -140,6 +140,26 @@ func TestRunTimeline(t *testing.T) {
 	}
 }
 
+// A kill waits for a terwayd in the kubelet's back-off only until its
+// step's window ends: the run keeps to its schedule, the kills that could
+// not happen are said and not counted as fired.
+func TestRunKillWaitsOnlyInItsWindow(t *testing.T) {
+	e := newTestEngine()
+	e.lab.backoff = map[string]bool{"lab-1": true}
+	res, err := e.run(t, plan("t", "", 1, 1, step(KillTerwayd, 10, 60, "node:lab-1", Params{Kills: 2})), 1)
+	if err == nil || !strings.Contains(err.Error(), "never fired") {
+		t.Fatalf("error %v, want the step named as never fired", err)
+	}
+	for _, ev := range res.Events {
+		if ev.At.D() > 70*time.Second+killGrace {
+			t.Errorf("%s of %s at %s: after the window (70s) and the grace", ev.What, ev.Step, ev.At.D())
+		}
+	}
+	if st := res.Steps[0]; st.Fired != 0 || !strings.Contains(st.Evidence, "no terwayd ran on lab-1 to kill before the step's window ended") {
+		t.Errorf("kill step: %+v", st)
+	}
+}
+
 // twoSteps changes settings first, then installs faults while the first
 // step is in place.
 func twoSteps() Plan {

@@ -173,6 +173,9 @@ type fakeLab struct {
 	mu     sync.Mutex
 	log    []string
 	failOn string
+	// backoff: no terwayd runs on these nodes (the kubelet's crash
+	// back-off), so a kill waits until its context ends.
+	backoff map[string]bool
 }
 
 func (l *fakeLab) do(format string, a ...any) error {
@@ -191,7 +194,11 @@ func (l *fakeLab) StartNode(_ context.Context, n string) error { return l.do("st
 func (l *fakeLab) ReleaseNode(_ context.Context, n string) error {
 	return l.do("release %s", n)
 }
-func (l *fakeLab) Kill(_ context.Context, comp, node string, down time.Duration) error {
+func (l *fakeLab) Kill(ctx context.Context, comp, node string, down time.Duration) error {
+	if comp == ComponentTerwayd && l.backoff[node] {
+		<-ctx.Done()
+		return fmt.Errorf("no terwayd ran on %s to kill: %w", node, ctx.Err())
+	}
 	return l.do("kill %s %q %s", comp, node, down)
 }
 
