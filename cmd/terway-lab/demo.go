@@ -60,20 +60,12 @@ func runDemo(ctx context.Context, g *globals, o *upOptions, out string, replicas
 // compares the machine with a snapshot taken before up (after the
 // prerequisites, which may install packages). keep leaves the lab up.
 func withLab(ctx context.Context, g *globals, o *upOptions, keep bool, body func(context.Context, *cluster.State) error) error {
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
-	start := time.Now()
-	if err := prepare(ctx, g, o); err != nil {
-		return err
-	}
-	before, err := hostcheck.Take(ctx)
-	if err != nil {
-		return fmt.Errorf("snapshot the machine: %w", err)
-	}
-	st, err := launch(ctx, g, o, start)
+	before, st, err := upWithin(ctx, g, o)
 	if err != nil {
 		return err
 	}
+	// The body has no deadline of ours: --timeout is for bringing the lab
+	// up; the suites (go test -timeout) and the demo bound themselves.
 	berr := body(ctx, st)
 	if keep {
 		return berr
@@ -81,7 +73,32 @@ func withLab(ctx context.Context, g *globals, o *upOptions, keep bool, body func
 	if err := cluster.Down(g.dir(), g.stdout); err != nil {
 		return errors.Join(berr, err)
 	}
-	return errors.Join(berr, compareMachine(ctx, g, before, o.cfg))
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), compareTimeout)
+	defer cancel()
+	return errors.Join(berr, compareMachine(cctx, g, before, o.cfg))
+}
+
+// compareTimeout bounds the machine's second snapshot and its comparison.
+const compareTimeout = 5 * time.Minute
+
+// upWithin snapshots the machine and brings the lab up, both within
+// --timeout.
+func upWithin(ctx context.Context, g *globals, o *upOptions) (*hostcheck.Snapshot, *cluster.State, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	start := time.Now()
+	if err := prepare(ctx, g, o); err != nil {
+		return nil, nil, err
+	}
+	before, err := hostcheck.Take(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("snapshot the machine: %w", err)
+	}
+	st, err := launch(ctx, g, o, start)
+	if err != nil {
+		return nil, nil, err
+	}
+	return before, st, nil
 }
 
 // demoOn runs the demo on a running lab.

@@ -60,6 +60,10 @@ func runTest(ctx context.Context, g *globals, o *upOptions, args []string, keep,
 func goTestScenarios(ctx context.Context, g *globals, st *cluster.State, repo string, args []string) error {
 	full := append([]string{"test", "-count=1", "-v", "-timeout", "30m", "./scenarios/..."}, args...)
 	cmd := exec.CommandContext(ctx, "go", full...)
+	// go test runs the test binary as its child: an interrupt must end
+	// both, not leave the binary running against a lab that goes down.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.Dir = repo
 	cmd.Stdout, cmd.Stderr = g.stdout, g.stderr
 	// Plain output: CI logs and pipes are not terminals.
