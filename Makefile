@@ -58,11 +58,14 @@ test-lab: build ## Smoke specs (label smoke) on a fresh lab per mode in LAB_MODE
 	$(BIN)/terway-lab test --crash $(LAB_ARGS) -- -run TestScenarios -args -ginkgo.label-filter="smoke && any-mode"
 
 .PHONY: scenarios
-scenarios: build ## Feature specs (label feature) on a fresh lab per mode in LAB_MODES; fails if down leaves the machine changed
+scenarios: build ## Feature specs (label feature) on a fresh lab per mode in LAB_MODES, then the dual-stack ones on a dual lab; fails if down leaves the machine changed
 	@set -e; for m in $(LAB_MODES); do \
 		echo "=== feature specs, mode $$m"; \
 		$(BIN)/terway-lab test --mode $$m $(LAB_ARGS) -- -run TestScenarios -timeout 60m -args -ginkgo.v $(call lab-filter,feature,$$m); \
 	done
+	@echo "=== feature specs, dual stack (ENIMultiIP, --ip-stack dual)"
+	$(BIN)/terway-lab test --mode ENIMultiIP --ip-stack dual $(LAB_ARGS) -- -run TestScenarios -timeout 30m \
+		-args -ginkgo.v -ginkgo.label-filter="feature && dual-stack"
 
 .PHONY: scenarios-list
 scenarios-list: ## List the scenario catalogue with labels, no cluster needed (ginkgo dry run)

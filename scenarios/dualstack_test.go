@@ -17,7 +17,7 @@ import (
 	"github.com/terway-sim/terway/lab/workload"
 )
 
-var _ = Describe("Dual stack", Ordered, ContinueOnFailure, Serial, Label(labelFeature, string(mode.ENIMultiIP)), func() {
+var _ = Describe("Dual stack", Ordered, ContinueOnFailure, Serial, Label(labelFeature, string(mode.ENIMultiIP), labelDualStack), func() {
 	var pods []corev1.Pod
 
 	BeforeAll(func(ctx SpecContext) {

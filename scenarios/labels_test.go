@@ -12,6 +12,10 @@ package scenarios
 // "KIND && (MODE || any-mode)" on a lab of that mode; a spec still skips
 // itself, saying why, when the cluster it finds is not of its mode.
 const (
+	// labelDualStack marks the specs that need a lab brought up with
+	// --ip-stack dual; make scenarios runs them on one after the modes.
+	labelDualStack = "dual-stack"
+
 	labelSmoke   = "smoke"
 	labelFeature = "feature"
 	labelChaos   = "chaos"
