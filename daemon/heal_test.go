@@ -459,3 +459,72 @@ func TestHealIdleENIGoneOutOfBand(t *testing.T) {
 		}
 	}
 }
+
+// TestHealLostAcrossRestart: an ENI an operator deletes while the daemon
+// is down takes its pods' addresses with it. The restarted daemon finds
+// those holdings on no ENI (Restore: broken) and keeps their claims as
+// lost: it evicts the pods, and no other pod gets their addresses, also
+// when the cloud assigns one of them to the node again.
+func TestHealLostAcrossRestart(t *testing.T) {
+	h := newHealLab(t)
+	d, c, _, stop := h.healDaemon()
+	pods := h.podsOn(t, c, 3)
+	eni := eniOf(t, d, "ns/p0")
+	var onENI []string
+	for k := range pods {
+		if eniOf(t, d, k) == eni {
+			onENI = append(onENI, k)
+		}
+	}
+	slices.Sort(onENI)
+	stop()
+	if err := h.op.DeleteENI(ctxT(t), eni); err != nil {
+		t.Fatal(err)
+	}
+	d2, c2, _, _ := h.healDaemon()
+	for _, k := range onENI {
+		if g, ok := d2.holds(k); !ok || g.ip.IPv4.String() != pods[k] {
+			t.Fatalf("the claim of %s on %s was dropped at the restart (%+v, %v)", k, pods[k], g.ip, ok)
+		}
+	}
+	if lost := d2.pool.(ipam.Healer).LostOwners(); !slices.Equal(lost, onENI) {
+		t.Fatalf("lost owners %v, want %v", lost, onENI)
+	}
+	rounds(t, d2, "the pods evicted", func([]ipam.Heal) bool { return len(h.evictions()) >= len(onENI) })
+	if ev := sortedCopy(h.evictions()); !slices.Equal(ev, onENI) {
+		t.Fatalf("evicted %v, want %v", ev, onENI)
+	}
+	// New pods on a new ENI; then the cloud hands a lost address to the
+	// node again (an operator assigns it to that ENI): the pool adopts
+	// it, and nobody gets it.
+	lost := netip.MustParseAddr(pods[onENI[0]])
+	for i := range 2 {
+		name := fmt.Sprintf("n%d", i)
+		h.pod("ns", name, nil)
+		allocOK(t, c2, "ns", name, "c"+name)
+	}
+	other := eniOf(t, d2, "ns/n0")
+	if err := d2.node.API.AssignIPv4Addrs(ctxT(t), other, []netip.Addr{lost}); err != nil {
+		t.Fatalf("the operator's assign of %s to %s: %v", lost, other, err)
+	}
+	testwait.Until(t, waitLimit, "the pool to adopt "+lost.String(), func() bool {
+		return slices.ContainsFunc(d2.pool.Addresses(), func(a ipam.Address) bool { return a.IP.IPv4 == lost && a.IP.ENIID == other })
+	})
+	for i := range 8 {
+		name := fmt.Sprintf("m%d", i)
+		h.pod("ns", name, nil)
+		if ip := podIP(allocOK(t, c2, "ns", name, "c"+name)); ip == lost.String() {
+			t.Fatalf("%s got %s, which %s still holds (lost while the daemon was down)", name, ip, onENI[0])
+		}
+	}
+	for _, k := range onENI {
+		ns, name, _ := strings.Cut(k, "/")
+		if _, err := c2.ReleaseIP(ctxT(t), &rpc.ReleaseIPRequest{K8SPodNamespace: ns, K8SPodName: name, K8SPodInfraContainerId: "c" + name}); err != nil {
+			t.Fatal(err)
+		}
+		h.deletePod(ns, name)
+	}
+	if lost := d2.pool.(ipam.Healer).LostOwners(); len(lost) != 0 {
+		t.Fatalf("lost claims left after their pods went: %v", lost)
+	}
+}

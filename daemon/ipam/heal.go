@@ -23,7 +23,7 @@ import (
 // eventually consistent, the pool's own calls change what both show).
 // The heal only looks at what the pool holds after Restore, so a restart
 // never produces a heal: what a restore cannot find is reported Broken
-// by Restore, as before.
+// by Restore, and its claim is kept as lost (keepLostLocked).
 
 // Heal outcomes.
 const (
@@ -290,6 +290,26 @@ func (p *MultiIP) loseENILocked(id string, gen uint64) []Heal {
 func (p *MultiIP) loseSlotLocked(e *eniSlot, s *ipSlot) {
 	e.ips = slices.DeleteFunc(e.ips, func(x *ipSlot) bool { return x == s })
 	p.lost[s.v4] = s
+}
+
+// keepLostLocked keeps the claim of a holding Restore found on no ENI of
+// the node (an operator unassigned its address, or detached or deleted its
+// ENI, while the daemon was down; or the heal had lost it before a
+// restart) as a lost claim, as the heal does while the daemon runs: the
+// address is never handed to another pod, even when the cloud assigns it
+// to the node again, and the owner is evicted (LostOwners). A released
+// sticky reservation is dropped instead: its pod is gone, and its
+// successor must get an address the node has.
+func (p *MultiIP) keepLostLocked(h Holding, now time.Time) {
+	_, owned := p.owners[h.Owner]
+	if h.Optional || owned || h.ReservedUntil.After(now) || p.findAddrLocked(h.IPv4) != nil || p.lost[h.IPv4] != nil {
+		return
+	}
+	s := &ipSlot{eni: &eniSlot{ENIMeta: cloud.ENIMeta{ID: h.ENIID}}, v4: h.IPv4, v6: h.IPv6}
+	p.owners.restore(s, h.Owner, time.Time{}, now)
+	p.lost[h.IPv4] = s
+	p.log.Warn("restore: kept the claim of an address found on no ENI of the node; its pod is evicted",
+		"owner", h.Owner, "ip", h.IPv4, "eni", h.ENIID)
 }
 
 // lostAddrLocked reports whether a is the address of a lost claim.

@@ -61,6 +61,9 @@ func (p *MultiIP) Restore(ctx context.Context, holdings []Holding) (RestoreRepor
 		}
 		return p.findAddrLocked(h.IPv4) // a holding rebuilt without its ENI
 	})
+	for _, h := range rep.Broken {
+		p.keepLostLocked(h, now)
+	}
 	p.lastChange = now
 	return rep, nil
 }
