@@ -58,9 +58,11 @@ func runChaosSpec(ctx SpecContext, p chaos.Plan) {
 	env.RequireLab()
 	s, err := chaos.Resolve(p, chaosSeed)
 	Expect(err).NotTo(HaveOccurred())
-	eng, err := runner.LabEngine(env.Lab, GinkgoWriter)
+	// The lab as it is now: an earlier plan may have released a node.
+	st := env.LabState()
+	eng, err := runner.LabEngine(st, GinkgoWriter)
 	Expect(err).NotTo(HaveOccurred())
-	cfg, err := runner.LabConfig(env.Lab, env.Kube, env.Exec, eng, s, GinkgoWriter)
+	cfg, err := runner.LabConfig(st, env.Kube, env.Exec, eng, s, GinkgoWriter)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(runner.Check(cfg, s)).To(Succeed(), "plan %s cannot run on this lab", p.Name)
 	By(fmt.Sprintf("plan %s, seed %d (replay: terway-lab chaos --plan %s --seed %d)", p.Name, chaosSeed, p.Name, chaosSeed))

@@ -129,6 +129,18 @@ func (e *Env) Tiers() string {
 	return s
 }
 
+// LabState reads the lab's state again (tier 3): nodes come and go
+// (node add, remove and release, chaos plans), and a spec must see, audit
+// and target the nodes the lab has now, not those it had when the suite
+// started.
+func (e *Env) LabState() *cluster.State {
+	GinkgoHelper()
+	e.RequireLab()
+	st, err := cluster.ReadState(e.Lab.Dir)
+	Expect(err).NotTo(HaveOccurred(), "read the lab's state in %s", e.Lab.Dir)
+	return st
+}
+
 // RequireCloud skips the current spec without tier 2.
 func (e *Env) RequireCloud() {
 	if e.noCloud != "" {
@@ -155,7 +167,7 @@ func (e *Env) World(ctx context.Context) *admin.WorldView {
 // (tier 3) and returns the last report.
 func (e *Env) Audit(ctx context.Context, within time.Duration) *audit.Report {
 	GinkgoHelper()
-	r, err := audit.RunUntilClean(ctx, e.Lab.AuditInput(e.Kube), within)
+	r, err := audit.RunUntilClean(ctx, e.LabState().AuditInput(e.Kube), within)
 	Expect(err).NotTo(HaveOccurred())
 	return r
 }
@@ -271,7 +283,7 @@ func (e *Env) Cloud() *admin.Client {
 // NodeNetNS is the path of a lab node's network namespace (tier 3).
 func (e *Env) NodeNetNS(node string) string {
 	GinkgoHelper()
-	for _, n := range e.Lab.Nodes {
+	for _, n := range e.LabState().Nodes {
 		if n.Name == node {
 			return n.NetNS
 		}
@@ -403,7 +415,7 @@ func (e *Env) RequireMode(ctx context.Context, m mode.Mode) workload.Terway {
 // node, with the report.
 func (e *Env) NodeCounts(ctx context.Context, node string) (audit.Counts, *audit.Report) {
 	GinkgoHelper()
-	r, err := audit.Run(ctx, e.Lab.AuditInput(e.Kube))
+	r, err := audit.Run(ctx, e.LabState().AuditInput(e.Kube))
 	Expect(err).NotTo(HaveOccurred())
 	for _, n := range r.Nodes {
 		if n.Name == node {

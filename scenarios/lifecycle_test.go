@@ -2,7 +2,6 @@ package scenarios
 
 import (
 	"context"
-	"os"
 	"slices"
 	"time"
 
@@ -36,7 +35,7 @@ var _ = Describe("Node lifecycle", Ordered, ContinueOnFailure, Serial, Label(lab
 		env.RequireCloud()
 		env.RequireLab()
 		var err error
-		ctl, err = cluster.DialControl(os.Getenv(envLabDir))
+		ctl, err = cluster.DialControl(env.Lab.Dir)
 		Expect(err).NotTo(HaveOccurred())
 	})
 
@@ -75,8 +74,7 @@ var _ = Describe("Node lifecycle", Ordered, ContinueOnFailure, Serial, Label(lab
 		Expect(err).NotTo(HaveOccurred())
 		reportChecks(workload.Prober{Runner: env.Exec}.CheckAll(ctx, pods, svc))
 		By("the audit, with the new node in the lab's state, is clean")
-		st, err := cluster.ReadState(os.Getenv(envLabDir))
-		Expect(err).NotTo(HaveOccurred())
+		st := env.LabState()
 		Expect(slices.ContainsFunc(st.Nodes, func(n cluster.NodeState) bool { return n.Name == joined.Name })).To(BeTrue(),
 			"the lab's state does not list %s", joined.Name)
 		r, err := audit.RunUntilClean(ctx, st.AuditInput(env.Kube), auditWithin)
