@@ -167,7 +167,14 @@ func (e *Env) World(ctx context.Context) *admin.WorldView {
 // (tier 3) and returns the last report.
 func (e *Env) Audit(ctx context.Context, within time.Duration) *audit.Report {
 	GinkgoHelper()
-	r, err := audit.RunUntilClean(ctx, e.LabState().AuditInput(e.Kube), within)
+	e.RequireLab()
+	r, err := audit.RunUntilCleanOf(ctx, func() (audit.Input, error) {
+		st, err := cluster.ReadState(e.Lab.Dir)
+		if err != nil {
+			return audit.Input{}, fmt.Errorf("read the lab's state: %w", err)
+		}
+		return st.AuditInput(e.Kube), nil
+	}, within)
 	Expect(err).NotTo(HaveOccurred())
 	return r
 }

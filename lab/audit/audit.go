@@ -106,8 +106,19 @@ func Run(ctx context.Context, in Input) (*Report, error) {
 // release in flight can show as a finding for a moment, and a real leak
 // stays.
 func RunUntilClean(ctx context.Context, in Input, within time.Duration) (*Report, error) {
+	return RunUntilCleanOf(ctx, func() (Input, error) { return in, nil }, within)
+}
+
+// RunUntilCleanOf is RunUntilClean on the input input returns at each
+// round: the nodes of a lab whose nodes come and go (a node released
+// while the audit waits is not audited any more).
+func RunUntilCleanOf(ctx context.Context, input func() (Input, error), within time.Duration) (*Report, error) {
 	deadline := time.Now().Add(within)
 	for {
+		in, err := input()
+		if err != nil {
+			return nil, err
+		}
 		r, err := Run(ctx, in)
 		if err != nil || r.Clean() || time.Now().After(deadline) {
 			return r, err

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 
@@ -58,7 +59,15 @@ func LabConfig(st *cluster.State, kube kubernetes.Interface, exec workload.Runne
 	}
 	cfg := Config{Engine: eng, Kube: kube, Namespace: Namespace, Workload: w, VPC: st.Mode == mode.VPC, Progress: progress,
 		Audit: func(ctx context.Context, within time.Duration) (*audit.Report, error) {
-			return audit.RunUntilClean(ctx, st.AuditInput(kube), within)
+			// The lab's nodes as they are at each round: a plan may
+			// release one.
+			return audit.RunUntilCleanOf(ctx, func() (audit.Input, error) {
+				now, err := cluster.ReadState(st.Dir)
+				if err != nil {
+					return audit.Input{}, fmt.Errorf("read the lab's state: %w", err)
+				}
+				return now.AuditInput(kube), nil
+			}, within)
 		}}
 	if exec != nil {
 		cfg.Prober = workload.Prober{Runner: exec, Timeout: ProbeTimeout}
