@@ -38,8 +38,10 @@ type Config struct {
 	DaemonNamespace, DaemonSet string
 	// Interval is the time between samples; 0 means DefaultInterval.
 	Interval time.Duration
-	// Timeout bounds each source's read; 0 means Interval, and at least
-	// 500 ms.
+	// Timeout bounds each source's read; 0 means twice Interval, and at
+	// least 2 s: a busy API server on a small machine takes more than a
+	// second to list the pods, and a sample that waits only drops a tick
+	// where one that gives up reads nothing.
 	Timeout time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -59,7 +61,7 @@ func (c *Config) withDefaults() (Config, error) {
 		out.Interval = DefaultInterval
 	}
 	if out.Timeout <= 0 {
-		out.Timeout = max(out.Interval, 500*time.Millisecond)
+		out.Timeout = max(2*out.Interval, 2*time.Second)
 	}
 	if out.Now == nil {
 		out.Now = time.Now
