@@ -457,6 +457,38 @@ func TestVSwitchPoolExhaustionAndRecovery(t *testing.T) {
 	}
 }
 
+// TestVSwitchPoolDryAnswerRechecked: a Describe that shows a vSwitch dry
+// is trusted for DryRecheck only, not the cache's whole TTL: addresses
+// that come back (here an ENI released elsewhere) are seen soon.
+func TestVSwitchPoolDryAnswerRechecked(t *testing.T) {
+	w := newWorld(t, func(s *fakecloud.Spec, _ *fakecloud.Options, _ *Options) {
+		s.VSwitches[0].CIDR = "192.168.0.0/29" // 4 usable, eth0 takes one
+	})
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	p, err := NewVSwitchPool(w.api, clk, SelectMostFree, []string{vsw1}, time.Hour, time.Hour, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := w.api.CreateENI(ctx(t), CreateENIRequest{IntentKey: "x", VSwitchID: vsw1, SecurityGroups: []string{sg}, SecondaryIPv4: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Pick(ctx(t)); !errors.Is(err, ErrNoVSwitch) {
+		t.Fatalf("pick on a dry vSwitch: %v", err)
+	}
+	if err := w.api.DeleteENI(ctx(t), e.ID); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(DryRecheck - time.Nanosecond)
+	if _, err := p.Pick(ctx(t)); !errors.Is(err, ErrNoVSwitch) {
+		t.Fatalf("pick 1ns before the dry answer is rechecked: %v", err)
+	}
+	clk.Step(time.Nanosecond)
+	if v, err := p.Pick(ctx(t)); err != nil || v.Available != 3 {
+		t.Fatalf("pick once the dry answer is rechecked: %+v %v (the cache's TTL is an hour)", v, err)
+	}
+}
+
 func TestInstanceLimitsCached(t *testing.T) {
 	w := newWorld(t)
 	for i := 0; i < 3; i++ {

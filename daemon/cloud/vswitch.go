@@ -119,11 +119,22 @@ func (p *VSwitchPool) isBlocked(id string) bool {
 	return ok
 }
 
+// DryRecheck is how long an answer that a vSwitch has no free address is
+// trusted, however long the cache's TTL: the vSwitch may get addresses
+// back at any moment (other nodes release theirs, an operator widens it),
+// and a node that trusted a dry answer for the whole TTL stayed wedged
+// with pods waiting for up to ten minutes after the addresses came back.
+const DryRecheck = 30 * time.Second
+
 func (p *VSwitchPool) get(ctx context.Context, id string) (VSwitch, error) {
 	p.mu.Lock()
 	c, ok := p.cache[id]
 	p.mu.Unlock()
-	if ok && p.clock.Since(c.at) < p.ttl {
+	ttl := p.ttl
+	if ok && c.v.Available == 0 {
+		ttl = min(ttl, DryRecheck)
+	}
+	if ok && p.clock.Since(c.at) < ttl {
 		return c.v, nil
 	}
 	v, err := p.api.DescribeVSwitch(ctx, id)

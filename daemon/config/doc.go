@@ -253,7 +253,9 @@
 //     a node recovers without a restart when addresses come back (Terway
 //     waits 10m).
 //   - vswitch_cache_ttl (duration > 0, "10m"): how long a DescribeVSwitches
-//     answer (free address count) is trusted when choosing a vSwitch.
+//     answer (free address count) is trusted when choosing a vSwitch; an
+//     answer of no free address only for 30s (cloud.DryRecheck), so a
+//     node sees a refilled vSwitch soon.
 //   - not_ready_on_ip_exhaustion (bool, false): make CNI STATUS fail (the
 //     runtime then reports the node's network not ready) while the node
 //     cannot hand out an address. Off by default: a vSwitch running dry
