@@ -37,6 +37,17 @@ var _ = Describe("Node lifecycle", Ordered, ContinueOnFailure, Serial, Label(lab
 		var err error
 		ctl, err = cluster.DialControl(env.Lab.Dir)
 		Expect(err).NotTo(HaveOccurred())
+		// After the last spec (one registered in a spec would run when
+		// that spec ends): a failed spec must not leave the node behind
+		// for the rest of the suite.
+		DeferCleanup(func(ctx SpecContext) {
+			if joined.Name == "" {
+				return
+			}
+			if _, err := env.Kube.CoreV1().Nodes().Get(ctx, joined.Name, metav1.GetOptions{}); err == nil {
+				Expect(ctl.ReleaseNode(ctx, joined.Name)).To(Succeed())
+			}
+		}, NodeTimeout(3*time.Minute))
 	})
 
 	It("joins a new instance as a node that serves pods (API server, world, node namespaces)", func(ctx SpecContext) {
@@ -45,13 +56,6 @@ var _ = Describe("Node lifecycle", Ordered, ContinueOnFailure, Serial, Label(lab
 		By("adding a node: an instance started in fakecloud, its kubelet and terway")
 		joined, err = ctl.AddNode(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func(ctx SpecContext) {
-			// A failed spec must not leave the node behind for the rest
-			// of the suite.
-			if _, err := env.Kube.CoreV1().Nodes().Get(ctx, joined.Name, metav1.GetOptions{}); err == nil {
-				Expect(ctl.ReleaseNode(ctx, joined.Name)).To(Succeed())
-			}
-		}, NodeTimeout(3*time.Minute))
 		AddReportEntry("joined", joined.Name+" on "+joined.InstanceID)
 		inst, ok := instanceOf(env.World(ctx), joined.InstanceID)
 		Expect(ok).To(BeTrue(), "instance %s is not in the world", joined.InstanceID)
