@@ -41,6 +41,9 @@ var _ = Describe("Node lifecycle", Ordered, ContinueOnFailure, Serial, Label(lab
 		// that spec ends): a failed spec must not leave the node behind
 		// for the rest of the suite.
 		DeferCleanup(func(ctx SpecContext) {
+			if w != nil {
+				Expect(w.Delete(ctx)).To(Succeed())
+			}
 			if joined.Name == "" {
 				return
 			}
@@ -69,9 +72,16 @@ var _ = Describe("Node lifecycle", Ordered, ContinueOnFailure, Serial, Label(lab
 		Expect(vswitch.ID).NotTo(BeEmpty(), "the new node's vSwitch %s is not in the world", inst.ENIs[0].VSwitchID)
 
 		spec := workload.Spec{Namespace: uniqueNamespace("join"), Replicas: lifecyclePods, Node: joined.Name}
-		var pods []corev1.Pod
-		w, pods, _ = deployWorkload(ctx, env, spec, readyWithin)
-		Expect(pods).To(HaveLen(lifecyclePods))
+		// Not deployWorkload: its cleanup would delete the pods when this
+		// spec ends, and the drain spec needs them (BeforeAll's cleanup
+		// deletes them).
+		w, err = workload.New(env.Kube, spec)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(w.Deploy(ctx)).To(Succeed())
+		waitCtx, cancel := context.WithTimeout(ctx, readyWithin)
+		defer cancel()
+		pods, err := w.WaitReady(waitCtx, lifecyclePods)
+		Expect(err).NotTo(HaveOccurred())
 		Expect(CheckPodAddresses(mode.ENIMultiIP, env.World(ctx), env.Nodes(ctx), pods)).To(BeEmpty())
 		By("pods on the new node reach each other and the Service")
 		svc, err := w.ServiceObject(ctx)
