@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
@@ -493,6 +495,12 @@ func TestHealLostAcrossRestart(t *testing.T) {
 	rounds(t, d2, "the pods evicted", func([]ipam.Heal) bool { return len(h.evictions()) >= len(onENI) })
 	if ev := sortedCopy(h.evictions()); !slices.Equal(ev, onENI) {
 		t.Fatalf("evicted %v, want %v", ev, onENI)
+	}
+	// Until the eviction lands, kubelet may try a new sandbox: it is
+	// refused, not given an address no ENI of the node holds.
+	ns0, name0, _ := strings.Cut(onENI[0], "/")
+	if _, err := alloc(t, c2, ns0, name0, "c-again"); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "lost out of band") {
+		t.Fatalf("a new sandbox of %s, whose address is lost: %v, want FailedPrecondition saying it was lost", onENI[0], err)
 	}
 	// New pods on a new ENI; then the cloud hands a lost address to the
 	// node again (an operator assigns it to that ENI): the pool adopts

@@ -152,6 +152,8 @@ func (b *backend) AllocIP(ctx context.Context, r *rpc.AllocIPRequest) (*rpc.Allo
 		switch {
 		case errors.Is(err, ipam.ErrNoCapacity), errors.Is(err, ipam.ErrInsufficientIPs), errors.Is(err, ipam.ErrNoExclusiveENI):
 			code = codes.ResourceExhausted
+		case errors.Is(err, ipam.ErrAddressLost):
+			code = codes.FailedPrecondition
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 			code = codes.DeadlineExceeded
 		}

@@ -24,6 +24,11 @@ var (
 	// ErrInsufficientIPs: the cloud cannot give more addresses now (vSwitch
 	// dry, ENI limit, repeated failures); it recovers by itself.
 	ErrInsufficientIPs = errors.New("no address can be allocated now")
+	// ErrAddressLost: the pod's address left the node out of band (an
+	// operator unassigned it, or detached or deleted its ENI); the claim
+	// is kept so that nobody else gets it, and the pod is evicted to
+	// start over with a new address.
+	ErrAddressLost = errors.New("the pod's address was lost out of band; the pod is being evicted")
 )
 
 // IP is one pod address of the shared-ENI pool: an IPv4 and, in dual
@@ -288,6 +293,15 @@ func (nopEvents) Warn(string, string) {}
 // idle one, or a new one. A caller that gives up does not lose the
 // address: it lands in the pool.
 func (p *MultiIP) Allocate(ctx context.Context, owner string) (IP, error) {
+	p.mu.Lock()
+	s, ok := p.owners[owner]
+	lost := ok && p.lost[s.v4] == s
+	p.mu.Unlock()
+	if lost {
+		// Its ENI holds the address no more: a sandbox given it would
+		// have no network.
+		return IP{}, fmt.Errorf("allocate for %s: %s: %w", owner, s.v4, ErrAddressLost)
+	}
 	return p.allocate(ctx, owner, "an address")
 }
 
