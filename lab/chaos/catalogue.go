@@ -17,16 +17,18 @@ import (
 // owns the plans returned.
 func Catalogue() []Plan {
 	plans := []Plan{
+		// The allocation-path faults start with the rollout: a cold,
+		// fresh lab's nodes had created and filled their ENIs within 5s.
 		cold(plan("cloud-errors", "30% InternalError on the allocation path during the rollout", 2, 5,
-			step(CloudErrors, 5, 90, "", Params{}))),
+			step(CloudErrors, 0, 90, "", Params{}))),
 		cold(plan("lost-answers", "20% of allocation calls applied and answered with an error", 2, 5,
-			step(LostAnswers, 5, 90, "", Params{}))),
+			step(LostAnswers, 0, 90, "", Params{}))),
 		cold(plan("lost-answers-timeout", "half of the allocation calls applied and never answered", 3, 6,
-			step(LostAnswers, 5, 90, "", Params{Percent: 50, Lost: "timeout"}))),
+			step(LostAnswers, 0, 90, "", Params{Percent: 50, Lost: "timeout"}))),
 		cold(plan("slow-async", "attach and detach take 30s for two minutes", 3, 7,
 			step(SlowAsync, 0, 120, "", Params{}))),
 		cold(plan("throttle-storm", "allocation calls throttled to one a minute for two minutes", 3, 7,
-			step(ThrottleStorm, 5, 120, "", Params{}))),
+			step(ThrottleStorm, 0, 120, "", Params{}))),
 		// Warm pools: a cold node Describes its dry vSwitch and makes no
 		// call that could fail; a warm one assigns to the ENIs it has. Dry
 		// from the start: a fresh lab's rollout was done in 5s.
@@ -61,7 +63,7 @@ func Catalogue() []Plan {
 		plan("ip-unassign-oob", "an operator unassigns three secondary addresses", 3, 5,
 			step(IPUnassignOOB, 45, 75, TargetRandomENI, Params{Count: 3})),
 		cold(plan("storm", "cloud errors, a throttling storm on AssignPrivateIpAddresses and terwayd kills together", 3, 7,
-			step(CloudErrors, 5, 120, "", Params{Percent: 20}),
+			step(CloudErrors, 0, 120, "", Params{Percent: 20}),
 			step(ThrottleStorm, 30, 60, "", Params{Actions: []string{"AssignPrivateIpAddresses"}}),
 			step(KillTerwayd, 10, 120, TargetRandomNode, Params{Kills: 2}))),
 	}
