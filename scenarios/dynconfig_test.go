@@ -61,7 +61,7 @@ var _ = Describe("vSwitch under a node's dynamic config", Ordered, ContinueOnFai
 		conf.Apply(ctx, map[string]any{"vswitches": map[string][]string{inst.ZoneID: {spare.ID}},
 			"min_pool_size": 0, "max_pool_size": 0})
 		By("the empty pool lets every ENI of the old vSwitch go")
-		Eventually(secondaryENIs).WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(2*time.Second).Should(BeEmpty())
+		Eventually(secondaryENIs).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(BeEmpty())
 
 		spec := workload.Spec{Namespace: uniqueNamespace("dynvsw"), Replicas: dynVSwitchPods, Node: node.Name}
 		w, pods, _ := deployWorkload(ctx, env, spec, readyWithin)
