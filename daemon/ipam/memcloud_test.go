@@ -459,9 +459,14 @@ func (h *policy) run(run func(context.Context)) {
 
 // until polls cond for up to two seconds of real time: the pool's
 // goroutines run on their own after the clock moved.
+// policyWait bounds, in real time, a wait for what the pool does on the
+// fake clock: generous, since -race on a loaded 2-core machine took more
+// than 2 s for one round.
+const policyWait = 15 * time.Second
+
 func (h *policy) until(what string, cond func() bool) {
 	h.t.Helper()
-	testwait.Until(h.t, 2*time.Second, what, cond)
+	testwait.Until(h.t, policyWait, what, cond)
 }
 
 // advanceTo sets the clock to at until cond holds: a timer the pool arms
@@ -494,7 +499,7 @@ func (h *policy) wait(ch <-chan alloc) alloc {
 	select {
 	case a := <-ch:
 		return a
-	case <-time.After(2 * time.Second):
+	case <-time.After(policyWait):
 		h.t.Fatal("timed out waiting for an allocation")
 	}
 	return alloc{}
@@ -502,7 +507,7 @@ func (h *policy) wait(ch <-chan alloc) alloc {
 
 func (h *policy) mustAllocate(allocate func(context.Context, string) (IP, error), owner string) IP {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), policyWait)
 	defer cancel()
 	ip, err := allocate(ctx, owner)
 	if err != nil {

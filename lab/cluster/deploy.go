@@ -36,12 +36,13 @@ const labCNIConf = `{
 }
 `
 
-// eniConf is the lab's eni_conf: the world's vSwitches per zone and its
+// eniConf is the lab's eni_conf: the world's vSwitches per zone (but the
+// default world's pod vSwitches, left for dynamic config) and its
 // security group. It carries no AccessKey: terwayd takes STS credentials
 // from the instance RAM role through the metadata service.
 func (s *Supervisor) eniConf() ([]byte, error) {
 	vsw := map[string][]string{}
-	for _, v := range s.cloud.World().VSwitches {
+	for _, v := range nodeVSwitches(s.cloud.World().VSwitches) {
 		vsw[v.ZoneID] = append(vsw[v.ZoneID], v.ID)
 	}
 	conf := map[string]any{

@@ -11,7 +11,10 @@
 // kubelet and kube-proxy inside both namespaces. Relays carry the node's
 // API server traffic and the API server's kubelet traffic over loopback.
 // Terway is applied from deploy/ (package lab/manifests); in VPC mode a
-// route controller (lab/routectl) programs the VPC route table.
+// route controller (lab/routectl) programs the VPC route table. Without a
+// world file the world is fakecloud's default topology with a second,
+// "pod" vSwitch in each zone that the base eni_conf leaves out, for a
+// node's dynamic config to move its ENIs to.
 //
 // Once the lab is ready, the supervisor serves its control socket
 // (control.sock in the lab's directory; HTTP/JSON, root only; the client

@@ -179,7 +179,7 @@ func (s *Supervisor) addNode(ctx context.Context) (*node, error) {
 		i++
 		id = fmt.Sprintf("i-bp1terwaylab%08d", i)
 	}
-	vsws := s.cloud.World().VSwitches
+	vsws := nodeVSwitches(s.cloud.World().VSwitches)
 	if len(vsws) == 0 {
 		return nil, errors.New("the world has no vSwitch for a new node")
 	}

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/terway-sim/terway/fakecloud"
@@ -37,9 +39,11 @@ func labSpec(c Config) (fakecloud.Spec, error) {
 		// always run with, so that the daemon's handling of a lagging
 		// Describe stays exercised end to end and the demo is unchanged.
 		spec.Settings.ConsistencyWindow = fakecloud.Duration(LabConsistencyWindow)
+		nodeVSws := spec.VSwitches
+		spec.VSwitches = append(slices.Clip(nodeVSws), podVSwitches(nodeVSws)...)
 		spec.Instances = nil
 		for i := range c.Nodes {
-			vsw := spec.VSwitches[i%len(spec.VSwitches)]
+			vsw := nodeVSws[i%len(nodeVSws)]
 			spec.Instances = append(spec.Instances, fakecloud.InstanceSpec{
 				ID:   fmt.Sprintf("i-bp1terwaylab%08d", i+1),
 				Name: fmt.Sprintf("%s-%d", c.Name, i+1), InstanceType: c.InstanceType,
@@ -52,6 +56,31 @@ func labSpec(c Config) (fakecloud.Spec, error) {
 		return spec, fmt.Errorf("lab world: %w", err)
 	}
 	return spec, nil
+}
+
+// podVSwitches are a second vSwitch in each zone of the default world,
+// named in no eni_conf: a node's dynamic config (or a user's) can move its
+// new ENIs there, as clusters with dedicated pod vSwitches do. Their
+// CIDRs are those of nodes' (192.168.i.0/24) plus 16.
+func podVSwitches(nodes []fakecloud.VSwitchSpec) []fakecloud.VSwitchSpec {
+	out := make([]fakecloud.VSwitchSpec, len(nodes))
+	for i, v := range nodes {
+		out[i] = fakecloud.VSwitchSpec{ID: fmt.Sprintf("%s%d", podVSwitchPrefix, i+1), Name: v.Name + "-pods",
+			VPCID: v.VPCID, ZoneID: v.ZoneID, CIDR: fmt.Sprintf("192.168.%d.0/24", 16+i)}
+		if v.IPv6CIDR != "" {
+			out[i].IPv6CIDR = fmt.Sprintf("fd00:192:168:%x::/64", 16+i)
+		}
+	}
+	return out
+}
+
+// podVSwitchPrefix starts the IDs of the pod vSwitches (podVSwitches).
+const podVSwitchPrefix = "vsw-bp1labpods00000000"
+
+// nodeVSwitches are the world's vSwitches but the lab's pod vSwitches:
+// those the lab's eni_conf names and its new nodes are placed on.
+func nodeVSwitches(vsws []fakecloud.VSwitchView) []fakecloud.VSwitchView {
+	return slices.DeleteFunc(slices.Clone(vsws), func(v fakecloud.VSwitchView) bool { return strings.HasPrefix(v.ID, podVSwitchPrefix) })
 }
 
 // firstRunning keeps the first n running instances of a world file; the
