@@ -1,6 +1,14 @@
 package cluster
 
-import "testing"
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
 
 func TestIsLabCgroup(t *testing.T) {
 	for rel, want := range map[string]bool{
@@ -13,6 +21,51 @@ func TestIsLabCgroup(t *testing.T) {
 	} {
 		if got := IsLabCgroup(rel); got != want {
 			t.Errorf("IsLabCgroup(%q) = %v, want %v", rel, got, want)
+		}
+	}
+}
+
+// A power-off leaves no cgroup of the node, the dead pods' included,
+// even when a killed process is still on its way out.
+func TestRemoveCgroupWhenEmpty(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates a cgroup tree under " + cgroupFS)
+	}
+	name := nodeCgroup(fmt.Sprintf("t%d", os.Getpid()))
+	t.Cleanup(func() { _ = removeCgroup(name) })
+	if err := createCgroup(name); err != nil {
+		t.Fatal(err)
+	}
+	hs, err := cgroupHierarchies()
+	if err != nil || len(hs) == 0 {
+		t.Fatalf("hierarchies %v: %v", hs, err)
+	}
+	pod := filepath.Join("kubepods", "besteffort", "pod1", "c1")
+	for _, h := range hs {
+		if err := os.MkdirAll(filepath.Join(h, name, pod), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sleep := exec.Command("sleep", "60")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	procs := filepath.Join(hs[0], name, pod, "cgroup.procs")
+	if err := os.WriteFile(procs, []byte(strconv.Itoa(sleep.Process.Pid)), 0o644); err != nil {
+		_ = sleep.Process.Kill()
+		t.Fatal(err)
+	}
+	if err := removeCgroup(name); err == nil {
+		t.Fatal("removed a cgroup tree with a live process in it")
+	}
+	_ = sleep.Process.Kill()
+	go func() { _ = sleep.Wait() }()
+	if err := removeCgroupWhenEmpty(name); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hs {
+		if _, err := os.Stat(filepath.Join(h, name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s survived: %v", filepath.Join(h, name), err)
 		}
 	}
 }
