@@ -20,7 +20,7 @@
 // (control.sock in the lab's directory; HTTP/JSON, root only; the client
 // is Control): node lifecycle as the cloud and an operator would do it
 // — stop (a power-off: processes killed, instance stopped, ENIs
-// unplugged, the node namespace and /run cleared as by a reboot, disks
+// unplugged, the node namespace, its cgroups and /run cleared as by a reboot, disks
 // kept), start, release (instance, Node object and disks gone), add (a
 // new instance joins) and remove (cordon, drain, release) — and SIGKILL
 // of a component: containerd, kubelet or kube-apiserver, started again
