@@ -316,11 +316,7 @@ func testENIGoneOutOfBand(t *testing.T, deleted bool) {
 	}
 	// The pods go (evicted: the kubelet's DEL, then the pod object).
 	for _, k := range onENI {
-		ns, name, _ := strings.Cut(k, "/")
-		if _, err := c.ReleaseIP(ctxT(t), &rpc.ReleaseIPRequest{K8SPodNamespace: ns, K8SPodName: name, K8SPodInfraContainerId: "c" + name}); err != nil {
-			t.Fatal(err)
-		}
-		h.deletePod(ns, name)
+		h.podGone(t, c, k)
 	}
 	if lost := d.pool.(ipam.Healer).LostOwners(); len(lost) != 0 {
 		t.Fatalf("lost claims left after their pods went: %v", lost)
@@ -335,6 +331,17 @@ func testENIGoneOutOfBand(t *testing.T, deleted bool) {
 	if len(evs) != len(onENI) {
 		t.Fatalf("%d ResourceLost pod events, want %d: %v", len(evs), len(onENI), evs)
 	}
+}
+
+// podGone ends the pod owner ("ns/name", sandbox "c<name>") as an
+// eviction does: the kubelet's DEL, then the pod object.
+func (h *healLab) podGone(t *testing.T, c rpc.TerwayBackendClient, owner string) {
+	t.Helper()
+	ns, name, _ := strings.Cut(owner, "/")
+	if _, err := c.ReleaseIP(ctxT(t), &rpc.ReleaseIPRequest{K8SPodNamespace: ns, K8SPodName: name, K8SPodInfraContainerId: "c" + name}); err != nil {
+		t.Fatal(err)
+	}
+	h.deletePod(ns, name)
 }
 
 func sortedCopy(s []string) []string {
@@ -429,11 +436,7 @@ func TestHealIdleENIGoneOutOfBand(t *testing.T) {
 		if eniOf(t, d, k) != eni {
 			continue
 		}
-		ns, name, _ := strings.Cut(k, "/")
-		if _, err := c.ReleaseIP(ctxT(t), &rpc.ReleaseIPRequest{K8SPodNamespace: ns, K8SPodName: name, K8SPodInfraContainerId: "c" + name}); err != nil {
-			t.Fatal(err)
-		}
-		h.deletePod(ns, name)
+		h.podGone(t, c, k)
 	}
 	if err := h.op.DeleteENI(ctxT(t), eni); err != nil {
 		t.Fatal(err)
@@ -526,11 +529,7 @@ func TestHealLostAcrossRestart(t *testing.T) {
 		}
 	}
 	for _, k := range onENI {
-		ns, name, _ := strings.Cut(k, "/")
-		if _, err := c2.ReleaseIP(ctxT(t), &rpc.ReleaseIPRequest{K8SPodNamespace: ns, K8SPodName: name, K8SPodInfraContainerId: "c" + name}); err != nil {
-			t.Fatal(err)
-		}
-		h.deletePod(ns, name)
+		h.podGone(t, c2, k)
 	}
 	if lost := d2.pool.(ipam.Healer).LostOwners(); len(lost) != 0 {
 		t.Fatalf("lost claims left after their pods went: %v", lost)

@@ -168,13 +168,7 @@ func (e *Env) World(ctx context.Context) *admin.WorldView {
 func (e *Env) Audit(ctx context.Context, within time.Duration) *audit.Report {
 	GinkgoHelper()
 	e.RequireLab()
-	r, err := audit.RunUntilCleanOf(ctx, func() (audit.Input, error) {
-		st, err := cluster.ReadState(e.Lab.Dir)
-		if err != nil {
-			return audit.Input{}, fmt.Errorf("read the lab's state: %w", err)
-		}
-		return st.AuditInput(e.Kube), nil
-	}, within)
+	r, err := audit.RunUntilCleanOf(ctx, cluster.LiveAuditInput(e.Lab.Dir, e.Kube), within)
 	Expect(err).NotTo(HaveOccurred())
 	return r
 }

@@ -457,13 +457,13 @@ func (h *policy) run(run func(context.Context)) {
 	h.t.Cleanup(func() { cancel(); <-done })
 }
 
-// until polls cond for up to two seconds of real time: the pool's
-// goroutines run on their own after the clock moved.
 // policyWait bounds, in real time, a wait for what the pool does on the
 // fake clock: generous, since -race on a loaded 2-core machine took more
 // than 2 s for one round.
 const policyWait = 15 * time.Second
 
+// until polls cond for up to policyWait of real time: the pool's
+// goroutines run on their own after the clock moved.
 func (h *policy) until(what string, cond func() bool) {
 	h.t.Helper()
 	testwait.Until(h.t, policyWait, what, cond)

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -25,7 +26,7 @@ func TestProveExhaustion(t *testing.T) {
 		{"nothing new", before, 0},
 		{"reads", []admin.CallStat{stat("DescribeVSwitches", admin.OutcomeSuccess, 6), before[1]}, 2},
 		{"refused", []admin.CallStat{before[0], stat("AssignPrivateIpAddresses", "InvalidVSwitchId.IpNotEnough", 4)}, 3},
-		{"other calls", append(slicesOf(before), stat("AssignPrivateIpAddresses", admin.OutcomeSuccess, 9),
+		{"other calls", append(slices.Clone(before), stat("AssignPrivateIpAddresses", admin.OutcomeSuccess, 9),
 			stat("DescribeVSwitches", "Throttling.User", 3)), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -40,5 +41,3 @@ func TestProveExhaustion(t *testing.T) {
 		})
 	}
 }
-
-func slicesOf(s []admin.CallStat) []admin.CallStat { return append([]admin.CallStat(nil), s...) }

@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"fmt"
+
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/terway-sim/terway/lab/audit"
@@ -16,4 +18,17 @@ func (s *State) AuditInput(kube kubernetes.Interface) audit.Input {
 			Socket: n.HostPath("/run/eni/eni.socket")})
 	}
 	return in
+}
+
+// LiveAuditInput is AuditInput over the lab's state read again at each
+// call (audit.RunUntilCleanOf): nodes come and go while an audit waits
+// (node add, remove, release), and a released node is no longer audited.
+func LiveAuditInput(dir string, kube kubernetes.Interface) func() (audit.Input, error) {
+	return func() (audit.Input, error) {
+		st, err := ReadState(dir)
+		if err != nil {
+			return audit.Input{}, fmt.Errorf("read the lab's state: %w", err)
+		}
+		return st.AuditInput(kube), nil
+	}
 }

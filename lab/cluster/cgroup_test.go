@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 )
 
 func TestIsLabCgroup(t *testing.T) {
@@ -50,17 +51,26 @@ func TestRemoveCgroupWhenEmpty(t *testing.T) {
 	if err := sleep.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = sleep.Process.Kill() })
 	procs := filepath.Join(hs[0], name, pod, "cgroup.procs")
 	if err := os.WriteFile(procs, []byte(strconv.Itoa(sleep.Process.Pid)), 0o644); err != nil {
-		_ = sleep.Process.Kill()
 		t.Fatal(err)
 	}
 	if err := removeCgroup(name); err == nil {
 		t.Fatal("removed a cgroup tree with a live process in it")
 	}
+	// The removal starts while the process lives and must wait it out.
+	done := make(chan error, 1)
+	go func() { done <- removeCgroupWhenEmpty(name) }()
+	time.Sleep(500 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("gave up on a cgroup tree with a live process in it: %v", err)
+	default:
+	}
 	_ = sleep.Process.Kill()
-	go func() { _ = sleep.Wait() }()
-	if err := removeCgroupWhenEmpty(name); err != nil {
+	_ = sleep.Wait()
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	for _, h := range hs {

@@ -229,3 +229,37 @@ func TestEmptyRun(t *testing.T) {
 		}
 	}
 }
+
+// LiveAuditInput reads the state at each call: a node released between
+// two rounds of an audit is not audited in the second.
+func TestLiveAuditInput(t *testing.T) {
+	s := labWithoutProcesses(t)
+	if err := s.st.write(); err != nil {
+		t.Fatal(err)
+	}
+	input := LiveAuditInput(s.st.Dir, nil)
+	names := func() []string {
+		in, err := input()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, n := range in.Nodes {
+			out = append(out, n.Name)
+		}
+		return out
+	}
+	if got := names(); !reflect.DeepEqual(got, []string{"t-1", "t-2", "t-3"}) {
+		t.Fatalf("nodes %v", got)
+	}
+	s.st.Nodes = s.st.Nodes[:1]
+	if err := s.st.write(); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(); !reflect.DeepEqual(got, []string{"t-1"}) {
+		t.Fatalf("nodes after two went %v, want [t-1]", got)
+	}
+	if _, err := LiveAuditInput(t.TempDir(), nil)(); !errors.Is(err, ErrNoLab) {
+		t.Fatalf("no lab: %v", err)
+	}
+}

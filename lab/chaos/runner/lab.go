@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"time"
 
@@ -61,13 +60,7 @@ func LabConfig(st *cluster.State, kube kubernetes.Interface, exec workload.Runne
 		Audit: func(ctx context.Context, within time.Duration) (*audit.Report, error) {
 			// The lab's nodes as they are at each round: a plan may
 			// release one.
-			return audit.RunUntilCleanOf(ctx, func() (audit.Input, error) {
-				now, err := cluster.ReadState(st.Dir)
-				if err != nil {
-					return audit.Input{}, fmt.Errorf("read the lab's state: %w", err)
-				}
-				return now.AuditInput(kube), nil
-			}, within)
+			return audit.RunUntilCleanOf(ctx, cluster.LiveAuditInput(st.Dir, kube), within)
 		}}
 	if exec != nil {
 		cfg.Prober = workload.Prober{Runner: exec, Timeout: ProbeTimeout}
