@@ -79,7 +79,7 @@ func (t *tracing) GetResourceTrace(_ context.Context, r *rpc.ResourceTypeNameReq
 		st := d.pool.Stats()
 		out := kv("enis", strconv.Itoa(st.ENIs), "total", strconv.Itoa(st.Total),
 			"idle", strconv.Itoa(st.Idle), "inuse", strconv.Itoa(st.InUse), "reserved", strconv.Itoa(st.Reserved),
-			"inflight", strconv.Itoa(st.Inflight), "waiting", strconv.Itoa(st.Waiting))
+			"inflight", strconv.Itoa(st.Inflight), "waiting", strconv.Itoa(st.Waiting), "pending", strconv.FormatBool(st.Pending))
 		for _, a := range d.pool.Addresses() {
 			out = append(out, &rpc.MapKeyValueEntry{Key: "ip/" + a.IP.IPv4.String(), Value: a.IP.ENIID + " " + a.State + " " + a.Owner})
 		}

@@ -218,10 +218,15 @@ type PoolStats struct {
 	ENIs, Total, Idle, InUse, Reserved, Inflight, Waiting int
 	// Releasing counts addresses being given back (unassign, ENI release).
 	Releasing int
+	// Pending: a demand or release waits in the pool's batch window.
+	Pending bool
 }
 
-// Quiet reports whether no cloud operation of the pool is in flight.
-func (s PoolStats) Quiet() bool { return s.Inflight == 0 && s.Waiting == 0 && s.Releasing == 0 }
+// Quiet reports whether no cloud operation of the pool is in flight or
+// about to start.
+func (s PoolStats) Quiet() bool {
+	return s.Inflight == 0 && s.Waiting == 0 && s.Releasing == 0 && !s.Pending
+}
 
 // PoolStats reads the pool's counts through the tracing service.
 func (n *Node) PoolStats(ctx context.Context) (PoolStats, error) {
@@ -237,6 +242,10 @@ func (n *Node) PoolStats(ctx context.Context) (PoolStats, error) {
 			if *p, err = strconv.Atoi(e.Value); err != nil {
 				return PoolStats{}, fmt.Errorf("pool trace of %s: %s=%q: %w", n.Name, e.Key, e.Value, err)
 			}
+			continue
+		}
+		if e.Key == "pending" {
+			s.Pending = e.Value == "true"
 			continue
 		}
 		if strings.HasPrefix(e.Key, "ip/") && strings.Contains(e.Value, " releasing") {

@@ -133,7 +133,9 @@
 // Pool and capacity:
 //
 //   - max_pool_size (int >= 0, 0): the most idle IPs (ENIOnly: idle ENIs) the
-//     node keeps; the excess goes back to the cloud. Terway's chart ships 5.
+//     node keeps; the excess goes back to the cloud: a whole idle ENI (detach
+//     and delete) when the node keeps min_pool_size without it, else up to
+//     ten IPs per Unassign. Terway's chart ships 5.
 //   - min_pool_size (int >= 0, 0): the warm pool, idle IPs kept ready.
 //   - min_eni (int >= 0, 0): when > 0, min_pool_size becomes min_eni × IPs per
 //     ENI (still limited by max_pool_size).
@@ -244,8 +246,11 @@
 //   - metadata_lag_timeout (duration > 0, "30s"): how long to wait for the
 //     metadata service to show a new ENI or IP before giving up.
 //   - ip_batch_window (duration >= 0, "200ms"): how long new demand for
-//     addresses waits so that a burst becomes few cloud calls (up to ten
-//     addresses each); "0s" calls at once.
+//     addresses, or addresses given back, wait so that a burst of pods
+//     starting or going becomes few cloud calls (up to ten addresses each,
+//     a new ENI created with all it will carry, a whole idle ENI released);
+//     pods an idle address can serve never wait for it; "0s" calls at
+//     once.
 //   - ip_exhausted_inhibit (duration > 0, "5m"): after the cloud answers
 //     that a vSwitch has no address left (InvalidVSwitchId.IpNotEnough,
 //     QuotaExceeded.PrivateIpAddress), how long that vSwitch and the ENIs

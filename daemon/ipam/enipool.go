@@ -171,6 +171,7 @@ func (p *ENIPool) plan() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.clock.Now()
+	p.unplanned = time.Time{}
 	idle, want := p.demandLocked(now, p.cfg.MinIdle)
 	for want > 0 && len(p.enis)+p.creating < p.cfg.MaxENI && !now.Before(p.createPause) {
 		p.creating++

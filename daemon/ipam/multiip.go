@@ -200,8 +200,10 @@ type MultiIP struct {
 	cfg MultiIPConfig
 
 	// The core's mutex guards the fields below. inflight counts the
-	// addresses that calls in flight will add.
-	inflight int
+	// addresses that calls in flight will add; createRoom the further
+	// addresses that the ENIs being created will have room for.
+	inflight   int
+	createRoom int
 	// createGen counts creations started, so that a sweep can tell
 	// whether one began while it looked.
 	createGen uint64
@@ -358,6 +360,9 @@ type Stats struct {
 	// Starved: the pool's last growth failed because the cloud had no
 	// addresses (see Starved).
 	Starved bool
+	// Pending: a demand or a release arrived that the pool has not planned
+	// for yet (its batch window is open); calls may follow.
+	Pending bool
 	// Syncs counts the periodic sync rounds (SyncPeriod: the sync and the
 	// plan after it) the pool has completed: one that completes after a
 	// moment proves that a whole round ran after it.
@@ -418,9 +423,10 @@ func (p *MultiIP) Run(ctx context.Context) {
 			p.failAll(ctx.Err())
 			return
 		case <-p.kickc:
-			if p.cfg.BatchWindow > 0 && p.hasNewDemand() {
-				// Let a burst gather so that it becomes few calls.
-				bt := p.clock.NewTimer(p.cfg.BatchWindow)
+			if at := p.windowEnd(); !at.IsZero() {
+				// Let a burst (of demand or of releases) gather so that
+				// it becomes few calls.
+				bt := p.clock.NewTimer(max(0, at.Sub(p.clock.Now())))
 				select {
 				case <-bt.C():
 				case <-ctx.Done():
@@ -436,10 +442,28 @@ func (p *MultiIP) Run(ctx context.Context) {
 	}
 }
 
-func (p *MultiIP) hasNewDemand() bool {
+// windowEnd is when the batch window that the first unplanned demand or
+// release opened closes, if the plan would then start cloud calls (zero:
+// plan now). Waiters that idle addresses can serve are served here, at
+// once: a call that completes serves its waiters without a window.
+func (p *MultiIP) windowEnd() time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.waiters) > p.inflight
+	if p.cfg.BatchWindow <= 0 || p.unplanned.IsZero() {
+		return time.Time{}
+	}
+	now := p.clock.Now()
+	end := p.unplanned.Add(p.cfg.BatchWindow)
+	if !now.Before(end) {
+		return time.Time{}
+	}
+	idle, deficit := p.demandLocked(now, p.cfg.MinIdle)
+	shrink := len(p.waiters) == 0 && p.inflight == 0 &&
+		(idle > p.cfg.MaxIdle || (p.cfg.IdleReclaimAfter > 0 && idle > p.cfg.MinIdle))
+	if deficit <= 0 && !shrink {
+		return time.Time{}
+	}
+	return end
 }
 
 // plan serves waiters from idle addresses and starts the calls that close
@@ -449,12 +473,17 @@ func (p *MultiIP) plan() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.clock.Now()
+	p.unplanned = time.Time{}
 	idle, deficit := p.demandLocked(now, p.cfg.MinIdle)
 	if room := p.cfg.Capacity - p.heldLocked() - p.inflight; deficit > room {
 		deficit = room
 	}
 	if deficit > 0 {
 		deficit = p.startAssignsLocked(now, deficit)
+		// What ENIs busy with a call, or being created, have room for
+		// waits for them rather than racing them into another ENI: ENIs
+		// are the node's scarcest resource.
+		deficit -= p.roomInFlightLocked(now)
 		p.startCreatesLocked(now, deficit)
 	}
 	p.failHopelessLocked(now)

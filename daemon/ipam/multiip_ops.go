@@ -94,7 +94,20 @@ func (p *MultiIP) assign(ctx context.Context, e *eniSlot, k int, key4, key6 stri
 	p.kick()
 }
 
-// startCreatesLocked creates ENIs for what the existing ones cannot hold.
+// roomInFlightLocked is what the ENIs that are busy with a call, or
+// being created, can take once their call ends (inhibited ENIs aside).
+func (p *MultiIP) roomInFlightLocked(now time.Time) int {
+	n := p.createRoom
+	for _, e := range p.enis {
+		if e.busy && !e.deleting && !now.Before(e.inhibit) {
+			n += max(0, p.cfg.IPsPerENI-len(e.ips)-e.pending)
+		}
+	}
+	return n
+}
+
+// startCreatesLocked creates ENIs for what the existing ones cannot hold,
+// each with the addresses it will carry (up to a whole ENI).
 func (p *MultiIP) startCreatesLocked(now time.Time, deficit int) {
 	for deficit > 0 && len(p.enis)+p.creating < p.cfg.MaxENI && p.creating < p.cfg.MaxConcurrentCreates &&
 		!now.Before(p.createPause) {
@@ -105,7 +118,8 @@ func (p *MultiIP) startCreatesLocked(now time.Time, deficit int) {
 		p.creating++
 		p.createGen++
 		p.inflight += k
-		deficit -= k
+		p.createRoom += p.cfg.IPsPerENI - k
+		deficit -= p.cfg.IPsPerENI
 		key := p.nextKey("create")
 		p.ops.start(func(ctx context.Context) { p.create(ctx, k, key) })
 	}
@@ -119,6 +133,7 @@ func (p *MultiIP) create(ctx context.Context, k int, key string) {
 	p.creating--
 	forgetPending(p.pendingENIs, ids)
 	p.inflight -= k
+	p.createRoom -= p.cfg.IPsPerENI - k
 	now := p.clock.Now()
 	if err != nil {
 		p.noteFailureLocked(now, err)
@@ -337,8 +352,8 @@ func (p *MultiIP) reclaimDue() time.Time {
 
 // shrinkLocked gives back idle addresses above MaxIdle (and, with idle
 // reclaim, above MinIdle after a quiet period): whole ENIs when all their
-// addresses are idle, else up to ten secondary addresses of the emptiest
-// ENI.
+// addresses are idle and the pool keeps MinIdle without them, else up to
+// ten secondary addresses (one call) of each ENI, emptiest first.
 func (p *MultiIP) shrinkLocked(now time.Time, idle int) {
 	excess := idle - p.cfg.MaxIdle
 	if p.cfg.IdleReclaimAfter > 0 {
@@ -365,8 +380,13 @@ func (p *MultiIP) shrinkLocked(now time.Time, idle int) {
 		if e.busy || e.deleting {
 			continue
 		}
-		if inUse(e, now) == 0 && len(e.ips) <= excess {
+		// Above MaxIdle, a whole idle ENI goes when that leaves the warm
+		// pool its minimum: two calls (detach, delete) instead of an
+		// Unassign per ten addresses, and an ENI slot back. Idle reclaim
+		// keeps to its batch.
+		if inUse(e, now) == 0 && (len(e.ips) <= excess || (idle > p.cfg.MaxIdle && idle-len(e.ips) >= p.cfg.MinIdle)) {
 			excess -= len(e.ips)
+			idle -= len(e.ips)
 			p.releaseENILocked(e)
 			continue
 		}
@@ -383,6 +403,7 @@ func (p *MultiIP) shrinkLocked(now time.Time, idle int) {
 			continue
 		}
 		excess -= len(drop)
+		idle -= len(drop)
 		p.unassignLocked(e, drop)
 	}
 }

@@ -78,8 +78,9 @@ func sum(xs []int) int {
 }
 
 // A burst that arrives while a creation is in flight waits out the batch
-// window and becomes one more creation, not one per pod.
-func TestPolicyBurstWithinBatchWindowIsOneCreation(t *testing.T) {
+// window and then for that ENI, which it fills with Assigns of at most
+// ten: it does not race the creation into a second ENI.
+func TestPolicyBurstFillsTheENIBeingCreated(t *testing.T) {
 	h := newPolicy(t)
 	cfg := h.multiIPConfig()
 	cfg.MaxENI, cfg.IPsPerENI, cfg.MaxIdle, cfg.BatchWindow = 2, 30, 30, time.Second
@@ -97,31 +98,54 @@ func TestPolicyBurstWithinBatchWindowIsOneCreation(t *testing.T) {
 	}
 	// The Run loop's ticker and its batch timer.
 	h.until("the burst to queue in the batch window", func() bool { return p.waiting() == burst+1 && h.clk.Waiters() == 2 })
-	if n := h.cloud.count("AllocateENI"); n != 1 {
-		t.Fatalf("%d creations before the batch window closed, want 1", n)
-	}
 	h.clk.Step(cfg.BatchWindow)
-	h.until("the burst's creation to start", func() bool { return h.cloud.count("AllocateENI") == 2 })
+	h.until("the burst to be planned", func() bool { return h.clk.Waiters() == 1 })
+	if n := h.cloud.count("AllocateENI"); n != 1 {
+		t.Fatalf("%d creations for a burst the ENI being created can hold, want 1", n)
+	}
 	close(hold)
-	// A creation that ends kicks the loop with more waiters than calls in
-	// flight: it waits out a batch window before serving them.
+	// The creation that ends serves its waiter and starts the Assigns at
+	// once: the burst has waited its window already.
 	for _, ch := range got {
-		var r alloc
-		h.until("the burst to be served", func() bool {
-			select {
-			case r = <-ch:
-				return true
-			default:
-				h.clk.Step(cfg.BatchWindow)
-				return false
-			}
-		})
-		if r.err != nil {
+		if r := h.wait(ch); r.err != nil {
 			t.Fatal(r.err)
 		}
 	}
-	if s := h.cloud.sizesOf("AllocateENI"); !slices.Equal(s, []int{1, burst}) {
-		t.Fatalf("creations of %v addresses, want [1 %d]", s, burst)
+	if s := h.cloud.sizesOf("AllocateENI"); !slices.Equal(s, []int{1}) {
+		t.Fatalf("creations of %v addresses, want [1]", s)
+	}
+	if s := h.cloud.sizesOf("AssignIPv4"); !slices.Equal(s, []int{10, 10, 4}) {
+		t.Fatalf("assigns of %v addresses, want [10 10 4]", s)
+	}
+}
+
+// A burst that arrives at once is one creation carrying every address
+// it needs, whatever the size of the burst up to a whole ENI; the rest
+// becomes further whole ENIs.
+func TestPolicyBurstCreatesWhatItCarries(t *testing.T) {
+	h := newPolicy(t)
+	cfg := h.multiIPConfig()
+	cfg.MaxENI, cfg.IPsPerENI, cfg.MaxIdle, cfg.BatchWindow = 3, 15, 15, time.Second
+	p := h.multiIP(cfg)
+	h.run(p.Run)
+	h.until("the loop to run", func() bool { return h.clk.Waiters() == 1 })
+	const burst = 20
+	var got []<-chan alloc
+	for i := range burst {
+		got = append(got, allocAsync(p.Allocate, fmt.Sprintf("ns/p%d", i)))
+	}
+	h.until("the burst to queue in the batch window", func() bool { return p.waiting() == burst && h.clk.Waiters() == 2 })
+	h.clk.Step(cfg.BatchWindow)
+	for _, ch := range got {
+		if r := h.wait(ch); r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	if s := h.cloud.sizesOf("AllocateENI"); len(s) != 2 || sum(s) != burst || slices.Max(s) != 15 {
+		t.Fatalf("creations of %v addresses, want one full ENI (15) and one of 5", s)
+	}
+	if n := h.cloud.count("AssignIPv4"); n != 0 {
+		t.Fatalf("%d assigns, want none: each ENI is created with what it carries", n)
 	}
 }
 
@@ -287,11 +311,12 @@ func TestPolicyIdleReclaim(t *testing.T) {
 }
 
 // Idle addresses above MaxIdle go back: a whole ENI when all of its
-// addresses are idle, else secondary addresses.
+// addresses are idle and the pool keeps MinIdle without it, else
+// secondary addresses.
 func TestPolicyShrinkAboveMaxIdle(t *testing.T) {
 	h := newPolicy(t)
 	cfg := h.multiIPConfig()
-	cfg.MaxENI, cfg.MaxIdle = 2, 2
+	cfg.MaxENI, cfg.MinIdle, cfg.MaxIdle, cfg.BatchWindow = 2, 1, 2, time.Second
 	a := h.cloud.addENI(t, 6)
 	h.cloud.addENI(t, 3)
 	var hs []Holding
@@ -304,12 +329,70 @@ func TestPolicyShrinkAboveMaxIdle(t *testing.T) {
 	if n, u := h.cloud.count("ReleaseENI"), h.cloud.count("UnassignIPv4"); n != 1 || u != 0 {
 		t.Fatalf("%d ENIs released, %d unassigns; want the idle ENI released whole", n, u)
 	}
+	h.until("the loop to wait", func() bool { return h.clk.Waiters() == 1 })
 	for _, x := range hs {
 		p.Release(x.Owner, time.Time{})
 	}
+	h.until("the releases to wait in the batch window", func() bool { return h.clk.Waiters() == 2 })
+	h.clk.Step(cfg.BatchWindow)
 	h.until("MaxIdle addresses", func() bool { st := p.Stats(); return p.settled() && st.Idle == 2 && st.Total == 2 })
-	if s := h.cloud.sizesOf("UnassignIPv4"); sum(s) != 4 || h.cloud.count("ReleaseENI") != 1 {
-		t.Fatalf("unassigns of %v addresses, %d ENIs released; want 4 addresses, the ENI kept", s, h.cloud.count("ReleaseENI"))
+	if s := h.cloud.sizesOf("UnassignIPv4"); !slices.Equal(s, []int{4}) || h.cloud.count("ReleaseENI") != 1 {
+		t.Fatalf("unassigns of %v addresses, %d ENIs released; want one of 4, the ENI kept for MinIdle", s, h.cloud.count("ReleaseENI"))
+	}
+}
+
+// Releases that arrive together are planned together, after the batch
+// window: 20 pods going from one ENI with pool 0/5 give the whole ENI
+// back (detach and delete: one release) rather than an Unassign each.
+func TestPolicyReleasesBatchIntoAWholeENI(t *testing.T) {
+	h := newPolicy(t)
+	cfg := h.multiIPConfig()
+	cfg.MaxENI, cfg.IPsPerENI, cfg.MaxIdle, cfg.BatchWindow = 3, 30, 5, time.Second
+	a := h.cloud.addENI(t, 20)
+	var hs []Holding
+	for i := range 20 {
+		hs = append(hs, held(fmt.Sprintf("ns/p%d", i), a, i))
+	}
+	p := h.multiIP(cfg, hs...)
+	h.run(p.Run)
+	h.until("the loop to run", func() bool { return p.settled() && h.clk.Waiters() == 1 })
+	for _, x := range hs[:19] {
+		p.Release(x.Owner, time.Time{})
+	}
+	h.until("the releases to wait in the batch window", func() bool { return h.clk.Waiters() == 2 })
+	if n := h.cloud.count("UnassignIPv4") + h.cloud.count("ReleaseENI"); n != 0 {
+		t.Fatalf("%d calls before the window closed, want none", n)
+	}
+	p.Release(hs[19].Owner, time.Time{})
+	h.clk.Step(cfg.BatchWindow)
+	h.until("the ENI to go", func() bool { return p.settled() && p.Stats().ENIs == 0 })
+	if n, u := h.cloud.count("ReleaseENI"), h.cloud.count("UnassignIPv4"); n != 1 || u != 0 {
+		t.Fatalf("%d ENIs released, %d unassigns; want the idle ENI released whole", n, u)
+	}
+}
+
+// Shrinking above MaxIdle unassigns up to ten addresses a call when the
+// ENI must stay: 17 idle on an ENI with a pod, pool 0/5, take two calls.
+func TestPolicyShrinkUnassignsTenACall(t *testing.T) {
+	h := newPolicy(t)
+	cfg := h.multiIPConfig()
+	cfg.MaxENI, cfg.IPsPerENI, cfg.MaxIdle, cfg.BatchWindow = 3, 30, 5, time.Second
+	a := h.cloud.addENI(t, 18)
+	var hs []Holding
+	for i := range 18 {
+		hs = append(hs, held(fmt.Sprintf("ns/p%d", i), a, i))
+	}
+	p := h.multiIP(cfg, hs...)
+	h.run(p.Run)
+	h.until("the loop to run", func() bool { return p.settled() && h.clk.Waiters() == 1 })
+	for _, x := range hs[1:] {
+		p.Release(x.Owner, time.Time{})
+	}
+	h.until("the releases to wait in the batch window", func() bool { return h.clk.Waiters() == 2 })
+	h.clk.Step(cfg.BatchWindow)
+	h.until("MaxIdle addresses", func() bool { st := p.Stats(); return p.settled() && st.Idle == 5 })
+	if s := h.cloud.sizesOf("UnassignIPv4"); !slices.Equal(s, []int{10, 2}) {
+		t.Fatalf("unassigns of %v addresses, want [10 2]", s)
 	}
 }
 

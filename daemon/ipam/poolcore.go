@@ -50,7 +50,10 @@ type poolCore[E eniRecord[R], R resource] struct {
 	// starved is set while the cloud answers that the vSwitch is dry.
 	starved    bool
 	lastChange time.Time
-	seq        uint64
+	// unplanned is when the first demand or release arrived that no plan
+	// has looked at yet (zero: none): the batch window runs from it.
+	unplanned time.Time
+	seq       uint64
 	// pendingENIs are ENIs this pool's creations made and have not
 	// finished with; strays the unknown ENIs of ours being adopted or
 	// released (strays.go).
@@ -130,12 +133,14 @@ func (c *poolCore[E, R]) allocate(ctx context.Context, owner, what string) (IP, 
 	}
 	if r := c.pol.takeIdleLocked(owner); r != none {
 		ip := r.podIP()
+		c.noteUnplannedLocked()
 		c.mu.Unlock()
 		c.kick()
 		return ip, nil
 	}
 	w := &waiter{owner: owner, ch: make(chan result, 1)}
 	c.waiters = append(c.waiters, w)
+	c.noteUnplannedLocked()
 	c.mu.Unlock()
 	c.kick()
 	select {
@@ -240,6 +245,15 @@ func (c *poolCore[E, R]) releaseLocked(owner string, stickyUntil time.Time) {
 	now := c.clock.Now()
 	c.owners.release(owner, stickyUntil, now)
 	c.lastChange = now
+	c.noteUnplannedLocked()
+}
+
+// noteUnplannedLocked records a demand or a release that the next plan
+// must look at: the batch window starts with the first of them.
+func (c *poolCore[E, R]) noteUnplannedLocked() {
+	if c.unplanned.IsZero() {
+		c.unplanned = c.clock.Now()
+	}
 }
 
 // Holds reports the address (the ENI) owner holds or has reserved.
@@ -294,7 +308,8 @@ func stateOf[R resource](r R, now time.Time) string {
 func (c *poolCore[E, R]) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := Stats{ENIs: len(c.enis), Inflight: c.pol.inflightLocked(), Waiting: len(c.waiters), Starved: c.starved, Syncs: c.syncs}
+	st := Stats{ENIs: len(c.enis), Inflight: c.pol.inflightLocked(), Waiting: len(c.waiters), Starved: c.starved, Syncs: c.syncs,
+		Pending: !c.unplanned.IsZero()}
 	now := c.clock.Now()
 	for _, e := range c.enis {
 		for _, r := range e.resources() {
