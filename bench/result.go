@@ -107,6 +107,9 @@ type Metrics struct {
 	// its pool settled, before the measurement began (node runs): the
 	// price of the warm pool, which CallsByAction does not include.
 	WarmupCallsByAction map[string]int64 `json:"warmupCallsByAction,omitempty"`
+	// ReleaseCallsByAction are the calls (among CallsByAction) from the
+	// first pod's release until the pool settled (burst-release).
+	ReleaseCallsByAction map[string]int64 `json:"releaseCallsByAction,omitempty"`
 	// CallsPerNode is all calls divided by the nodes (peer runs).
 	CallsPerNode float64 `json:"callsPerNode,omitempty"`
 }

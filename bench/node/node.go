@@ -25,11 +25,15 @@ const (
 	ScenarioWarmChurn  = "warm-churn"
 	ScenarioExhaustion = "exhaustion"
 	ScenarioThrottled  = "throttled"
+	// ScenarioBurstRelease is a cold burst whose pods then all go at once
+	// (a Deployment scaled to zero), measured until the pool settled: the
+	// price of growing and of shrinking back.
+	ScenarioBurstRelease = "burst-release"
 )
 
 // Scenarios lists the node scenarios.
 func Scenarios() []string {
-	return []string{ScenarioColdBurst, ScenarioWarmChurn, ScenarioExhaustion, ScenarioThrottled}
+	return []string{ScenarioColdBurst, ScenarioWarmChurn, ScenarioExhaustion, ScenarioThrottled, ScenarioBurstRelease}
 }
 
 // Options configure one node benchmark: one daemon as a library,
@@ -37,7 +41,7 @@ func Scenarios() []string {
 // simulated time.
 type Options struct {
 	Scenario string
-	// Pods is the burst (cold-burst, exhaustion, throttled) or the pods
+	// Pods is the burst (cold-burst, burst-release, exhaustion, throttled) or the pods
 	// running throughout (warm-churn).
 	Pods int
 	// Profile names a built-in profile ("default" when empty).
@@ -213,6 +217,8 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 	switch o.Scenario {
 	case ScenarioColdBurst:
 		pods, err = run.coldBurst(ctx)
+	case ScenarioBurstRelease:
+		pods, err = run.burstRelease(ctx)
 	case ScenarioWarmChurn:
 		pods, err = run.warmChurn(ctx)
 	case ScenarioExhaustion:
@@ -225,6 +231,7 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 	}
 	run.rec.fill(res, pods)
 	res.Metrics.WarmupCallsByAction = warmup
+	res.Metrics.ReleaseCallsByAction = run.releaseCalls
 	if o.Scenario == ScenarioThrottled {
 		run.lowerBound(res)
 	}

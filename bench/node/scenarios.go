@@ -34,6 +34,9 @@ type nodeRun struct {
 	h   *harness.Harness
 	n   *harness.Node
 	rec *recorder
+	// releaseCalls are the calls from the first release until the pool
+	// settled (burst-release).
+	releaseCalls map[string]int64
 }
 
 func podNames(from, n int) []string {
@@ -140,6 +143,47 @@ func (r *nodeRun) measuredBurst(ctx context.Context, names []string) (int, error
 	}
 	err := r.settle(ctx)
 	r.rec.end(ctx)
+	return r.o.Pods, err
+}
+
+// burstRelease: Pods pods start at once on an empty (or warm-pooled)
+// node; once the pool settled they all go at once, as a Deployment scaled
+// to zero does, each released and deleted on its own goroutine; measured
+// until the pool settled again.
+func (r *nodeRun) burstRelease(ctx context.Context) (int, error) {
+	names := podNames(0, r.o.Pods)
+	if err := r.addPods(ctx, names); err != nil {
+		return 0, err
+	}
+	r.startRecorder(ctx)
+	if _, err := r.burst(ctx, names, r.rec); err != nil {
+		return 0, err
+	}
+	if err := r.settle(ctx); err != nil {
+		return 0, err
+	}
+	before := r.rec.calls()
+	gate := make(chan struct{})
+	errs := make(chan error, len(names))
+	for _, name := range names {
+		go func() {
+			<-gate
+			err := r.n.Release(ctx, podNamespace, name)
+			if err == nil {
+				err = r.n.DeletePod(ctx, podNamespace, name)
+			}
+			errs <- err
+		}()
+	}
+	close(gate)
+	for range names {
+		if err := <-errs; err != nil {
+			return 0, fmt.Errorf("release: %w", err)
+		}
+	}
+	err := r.settle(ctx)
+	r.rec.end(ctx)
+	r.releaseCalls = diffCalls(r.rec.calls(), before)
 	return r.o.Pods, err
 }
 

@@ -82,6 +82,7 @@ var gatedFigures = []gatedFigure{
 	{name: "mutating per pod", get: func(m *bench.Metrics) float64 { return m.MutatingPerPod }, always: true},
 	{name: "calls per node", get: func(m *bench.Metrics) float64 { return m.CallsPerNode }},
 	{name: "throttled calls", get: func(m *bench.Metrics) float64 { return float64(m.Throttled) }, always: true},
+	{name: "mutating calls to shrink back", get: func(m *bench.Metrics) float64 { return float64(releaseMutating(m)) }},
 	{name: "ratio to lower bound", get: func(m *bench.Metrics) float64 { return m.RatioToLowerBound }},
 }
 

@@ -41,6 +41,8 @@ var metricDefs = []metricDef{
 	{label: "mutating calls", get: func(r *bench.Result) float64 { return float64(r.Metrics.MutatingCalls) }, fmt: fmtCount},
 	{label: "mutating per pod", get: func(r *bench.Result) float64 { return r.Metrics.MutatingPerPod }, fmt: fmtPerPod, applies: hasPods},
 	{label: "warm-up calls", get: func(r *bench.Result) float64 { return float64(sumCalls(r.Metrics.WarmupCallsByAction)) }, fmt: fmtCount, applies: hasWarmup},
+	{label: "calls to shrink back", get: func(r *bench.Result) float64 { return float64(sumCalls(r.Metrics.ReleaseCallsByAction)) }, fmt: fmtCount, applies: hasRelease},
+	{label: "mutating calls to shrink back", get: func(r *bench.Result) float64 { return float64(releaseMutating(&r.Metrics)) }, fmt: fmtCount, applies: hasRelease},
 	{label: "throttled calls", get: func(r *bench.Result) float64 { return float64(r.Metrics.Throttled) }, fmt: fmtCount},
 	{label: "idle IPs (average)", get: func(r *bench.Result) float64 { return r.Metrics.IdleIPsAvg }, fmt: fmtPerPod, applies: hasIdleIPs, timing: true},
 	{label: "idle IPs (end)", get: func(r *bench.Result) float64 { return float64(r.Metrics.IdleIPsEnd) }, fmt: fmtCount, applies: hasIdleIPs},
@@ -63,6 +65,21 @@ func (d metricDef) appliesToAny(rs []*bench.Result) bool {
 // nonZero makes an applies function for a figure that is absent when 0.
 func nonZero(get func(*bench.Metrics) float64) func(*bench.Result) bool {
 	return func(r *bench.Result) bool { return get(&r.Metrics) != 0 }
+}
+
+// hasRelease: the run measured the calls of a release phase
+// (burst-release).
+func hasRelease(r *bench.Result) bool { return r.Metrics.ReleaseCallsByAction != nil }
+
+// releaseMutating counts the mutating calls of the release phase.
+func releaseMutating(m *bench.Metrics) int64 {
+	var n int64
+	for a, c := range m.ReleaseCallsByAction {
+		if bench.IsMutating(a) {
+			n += c
+		}
+	}
+	return n
 }
 
 func hasAllocLatency(r *bench.Result) bool {
