@@ -93,8 +93,11 @@ type Daemon struct {
 	lock    *flock.Flock // the node lock (takeLock)
 	node    *cloud.Node
 	limits  cloud.Limits
-	pool    ipam.Pool
-	metrics *metrics
+	// limitsInfo is the cloud's description of the instance type that
+	// limits come from (JSON), published on the node.
+	limitsInfo []byte
+	pool       ipam.Pool
+	metrics    *metrics
 
 	capacity int
 	sticky   time.Duration
@@ -290,7 +293,7 @@ func (d *Daemon) initCloud(ctx context.Context) error {
 	}
 	api.SetDegradation(cloud.Degradation(d.cfg.Degradation))
 	d.node = &cloud.Node{API: api, Metadata: md, Instance: inst, MetadataTimeout: d.cfg.MetadataLagTimeout.Duration}
-	if d.limits, err = api.InstanceTypeLimits(ctx, inst.InstanceType); err != nil {
+	if d.limits, err = d.instanceLimits(ctx, api, inst.InstanceType); err != nil {
 		return err
 	}
 	d.log.Info("instance", "id", inst.ID, "type", inst.InstanceType, "zone", inst.ZoneID,

@@ -231,11 +231,16 @@ func (d *Daemon) supplyLoop(ctx context.Context) {
 	})
 }
 
-// publishLoop publishes the node's capacity and address supply once a
-// minute (a refresh, should anyone else have changed them).
+// publishLoop publishes the node's capacity, its instance type's limits
+// and its address supply once a minute (a refresh, should anyone else
+// have changed them).
 func (d *Daemon) publishLoop(ctx context.Context) {
 	d.every(ctx, 0, time.Minute, func(ctx context.Context) {
-		err := d.kube.AnnotateNode(ctx, map[string]string{k8s.AnnotationMaxAvailableIP: strconv.Itoa(d.capacity)})
+		ann := map[string]string{k8s.AnnotationMaxAvailableIP: strconv.Itoa(d.capacity)}
+		if d.limitsInfo != nil {
+			ann[k8s.AnnotationInstanceTypeInfo] = string(d.limitsInfo)
+		}
+		err := d.kube.AnnotateNode(ctx, ann)
 		if err != nil {
 			d.log.Warn("publish capacity", "err", err)
 		}

@@ -2,6 +2,7 @@ package cloud
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -523,12 +524,14 @@ func (l Limits) MaxPodsENIMultiIP() int { return (l.Adapters - 1) * l.IPv4PerAda
 // MaxPodsENIOnly is the exclusive-ENI pod capacity.
 func (l Limits) MaxPodsENIOnly() int { return l.Adapters - 1 }
 
-// InstanceTypeLimits returns the limits of an instance type, cached for
-// the process's life.
-func (c *Client) InstanceTypeLimits(ctx context.Context, instanceType string) (Limits, error) {
+// InstanceTypeLimits returns the limits of an instance type and the
+// cloud's description of it as JSON (ecs.InstanceType, what
+// LimitsFromInfo reads back), cached for the process's life.
+func (c *Client) InstanceTypeLimits(ctx context.Context, instanceType string) (Limits, []byte, error) {
 	key := c.region + "/" + instanceType
 	if v, ok := c.limitsCache.Load(key); ok {
-		return v.(Limits), nil
+		li := v.(limitsInfo)
+		return li.limits, li.info, nil
 	}
 	req := ecs.CreateDescribeInstanceTypesRequest()
 	req.InstanceTypes = &[]string{instanceType}
@@ -548,19 +551,53 @@ func (c *Client) InstanceTypeLimits(ctx context.Context, instanceType string) (L
 		})
 	})
 	if err != nil {
-		return Limits{}, fmt.Errorf("describe instance type %s: %w", instanceType, err)
+		return Limits{}, nil, fmt.Errorf("describe instance type %s: %w", instanceType, err)
 	}
 	if t == nil {
-		return Limits{}, fmt.Errorf("describe instance type %s: not in the answer", instanceType)
+		return Limits{}, nil, fmt.Errorf("describe instance type %s: not in the answer", instanceType)
 	}
-	l := Limits{InstanceType: instanceType, Adapters: t.EniQuantity, TotalAdapters: t.EniTotalQuantity,
+	l, err := limitsOf(t)
+	if err != nil {
+		return Limits{}, nil, err
+	}
+	info, err := json.Marshal(t)
+	if err != nil {
+		return Limits{}, nil, fmt.Errorf("instance type %s: %w", instanceType, err)
+	}
+	c.limitsCache.Store(key, limitsInfo{limits: l, info: info})
+	return l, info, nil
+}
+
+type limitsInfo struct {
+	limits Limits
+	info   []byte
+}
+
+// limitsOf reads the limits out of the cloud's description of a type.
+func limitsOf(t *ecs.InstanceType) (Limits, error) {
+	l := Limits{InstanceType: t.InstanceTypeId, Adapters: t.EniQuantity, TotalAdapters: t.EniTotalQuantity,
 		IPv4PerAdapter: max(0, t.EniPrivateIpAddressQuantity), IPv6PerAdapter: max(0, t.EniIpv6AddressQuantity),
 		TrunkSupported: t.EniTrunkSupported}
 	if l.Adapters < 1 || l.IPv4PerAdapter < 1 {
-		return Limits{}, fmt.Errorf("instance type %s: implausible limits %+v", instanceType, l)
+		return Limits{}, fmt.Errorf("instance type %s: implausible limits %+v", t.InstanceTypeId, l)
 	}
-	c.limitsCache.Store(key, l)
 	return l, nil
+}
+
+// LimitsFromInfo reads limits that InstanceTypeLimits described before
+// (kept in the store, or published on a node as Terway does with the
+// annotation alibabacloud.com/instance-type-info): the JSON must describe
+// instanceType, the type metadata gives this instance now (a resized
+// instance must not keep its old type's limits), with plausible limits.
+func LimitsFromInfo(info []byte, instanceType string) (Limits, error) {
+	var t ecs.InstanceType
+	if err := json.Unmarshal(info, &t); err != nil {
+		return Limits{}, fmt.Errorf("read instance type info: %w", err)
+	}
+	if t.InstanceTypeId != instanceType {
+		return Limits{}, fmt.Errorf("instance type info describes %q, this instance is %q", t.InstanceTypeId, instanceType)
+	}
+	return limitsOf(&t)
 }
 
 // VSwitch is the cloud's view of a vSwitch.

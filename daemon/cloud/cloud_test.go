@@ -491,14 +491,31 @@ func TestVSwitchPoolDryAnswerRechecked(t *testing.T) {
 
 func TestInstanceLimitsCached(t *testing.T) {
 	w := newWorld(t)
+	var info []byte
 	for i := 0; i < 3; i++ {
-		l, err := w.api.InstanceTypeLimits(ctx(t), "ecs.g7.xlarge")
+		l, in, err := w.api.InstanceTypeLimits(ctx(t), "ecs.g7.xlarge")
 		if err != nil || l.Adapters != 4 || l.IPv4PerAdapter != 15 || l.MaxPodsENIMultiIP() != 45 || !l.SupportIPv6() {
 			t.Fatalf("limits %+v %v", l, err)
 		}
+		info = in
 	}
 	if n := w.cloud.CallCount(fakecloud.CallFilter{Action: "DescribeInstanceTypes"}); n != 1 {
 		t.Fatalf("%d DescribeInstanceTypes calls, want 1", n)
+	}
+	// What the store and the node annotation keep reads back the same,
+	// for this type only.
+	want, _, _ := w.api.InstanceTypeLimits(ctx(t), "ecs.g7.xlarge")
+	if got, err := LimitsFromInfo(info, "ecs.g7.xlarge"); err != nil || got != want {
+		t.Fatalf("limits read back from %s: %+v %v, want %+v", info, got, err, want)
+	}
+	for _, bad := range []struct{ info, typ string }{
+		{string(info), "ecs.g7.2xlarge"}, // the instance was resized
+		{`{"InstanceTypeId":"ecs.g7.xlarge","EniQuantity":0,"EniPrivateIpAddressQuantity":15}`, "ecs.g7.xlarge"},
+		{`{"InstanceTypeId":`, "ecs.g7.xlarge"},
+	} {
+		if l, err := LimitsFromInfo([]byte(bad.info), bad.typ); err == nil {
+			t.Errorf("LimitsFromInfo(%s, %s) = %+v, want an error", bad.info, bad.typ, l)
+		}
 	}
 	sgs, err := w.api.SecurityGroupsOfInstance(ctx(t), node1)
 	if err != nil || len(sgs) != 1 || sgs[0] != sg {

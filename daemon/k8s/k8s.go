@@ -39,6 +39,11 @@ const (
 	AnnotationIPReservation  = "k8s.aliyun.com/pod-ip-reservation"
 	AnnotationNetworkPrio    = "k8s.aliyun.com/network-priority"
 	AnnotationMaxAvailableIP = "k8s.aliyun.com/max-available-ip"
+	// AnnotationInstanceTypeInfo on the node is the cloud's description of
+	// its instance type (JSON, DescribeInstanceTypes' InstanceType), as
+	// Terway publishes it: a daemon that lost its store need not ask the
+	// cloud again.
+	AnnotationInstanceTypeInfo = "alibabacloud.com/instance-type-info"
 	// AnnotationPodIPs is the pod's addresses as the daemon allocated
 	// them, comma-separated ("192.168.0.7" or "192.168.0.7,fd00::7"),
 	// written after AllocIP (enable_patch_pod_ips) and read back when the

@@ -444,3 +444,24 @@ func TestFreelistNamingALivePageIsRefused(t *testing.T) {
 		t.Errorf("err = %v, want bbolt's consistency check naming page %d", err, f.leaf)
 	}
 }
+
+// The instance type's description is a cache beside the records: absent
+// in a new store, kept across a reopen, refused once closed.
+func TestInstanceTypeInfoRoundTrip(t *testing.T) {
+	s, path := newStore(t)
+	if got, err := s.InstanceTypeInfo(); err != nil || got != nil {
+		t.Fatalf("InstanceTypeInfo() of a new store = %q, %v", got, err)
+	}
+	info := []byte(`{"InstanceTypeId":"ecs.g7.xlarge","EniQuantity":4}`)
+	if err := s.SetInstanceTypeInfo(info); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	if err := s.SetInstanceTypeInfo(info); !errors.Is(err, ErrClosed) {
+		t.Errorf("SetInstanceTypeInfo after Close: %v", err)
+	}
+	s = openT(t, path, Options{NoSync: true})
+	if got, err := s.InstanceTypeInfo(); err != nil || string(got) != string(info) {
+		t.Errorf("InstanceTypeInfo() after reopen = %q, %v; want %q", got, err, info)
+	}
+}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -36,9 +37,13 @@ const (
 	// bucketRelation is Terway's pod -> resources bucket (ResRelation.db).
 	bucketRelation = "relation"
 
-	metaSchema          = "schema"
-	metaWriter          = "writer"
-	metaInstance        = "instance"
+	metaSchema   = "schema"
+	metaWriter   = "writer"
+	metaInstance = "instance"
+	// metaInstanceType is a cache, not a record: the cloud's description
+	// of the instance's type (JSON), so that a restart need not ask the
+	// cloud again. A daemon that does not know it leaves it alone.
+	metaInstanceType    = "instance_type_info"
 	metaImportedAt      = "terway_imported_at"
 	metaImportedRecords = "terway_imported_records"
 	metaRelationHash    = "terway_relation_sha256"
@@ -460,6 +465,38 @@ func (s *Store) SetInstance(id string) error {
 	s.mu.Lock()
 	s.instance = id
 	s.mu.Unlock()
+	return nil
+}
+
+// InstanceTypeInfo returns what SetInstanceTypeInfo recorded, or nil.
+func (s *Store) InstanceTypeInfo() ([]byte, error) {
+	var out []byte
+	err := s.db.View(func(tx *bolt.Tx) error {
+		out = bytes.Clone(tx.Bucket([]byte(bucketMeta)).Get([]byte(metaInstanceType)))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store %s: read the instance type: %w", s.path, err)
+	}
+	return out, nil
+}
+
+// SetInstanceTypeInfo records the cloud's description of the instance's
+// type (the caller checks it against the instance when it reads it back).
+func (s *Store) SetInstanceTypeInfo(info []byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.isClosed() {
+		return fmt.Errorf("store %s: %w", s.path, ErrClosed)
+	}
+	err := faultTolerant("writing it", func() error {
+		return s.db.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket([]byte(bucketMeta)).Put([]byte(metaInstanceType), info)
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("store %s: set the instance type: %w", s.path, err)
+	}
 	return nil
 }
 
