@@ -3,19 +3,14 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/terway-sim/terway/daemon/backoff"
 	"github.com/terway-sim/terway/daemon/cloud"
 	"github.com/terway-sim/terway/daemon/k8s"
 )
-
-// limitsThrottleWait is how long a start that the cloud throttles on
-// DescribeInstanceTypes waits before it asks again, stretched by up to
-// half at random: about an API budget window, so that a fleet starting
-// together spreads over the next window instead of crash-looping on this
-// one.
-var limitsThrottleWait = time.Minute
 
 // instanceLimits finds the limits of the instance's type without the
 // cloud when it can: the store (a restart), then the node's annotation
@@ -47,7 +42,7 @@ func (d *Daemon) instanceLimits(ctx context.Context, api *cloud.Client, typ stri
 		if !cloud.IsThrottling(err) {
 			return cloud.Limits{}, err
 		}
-		wait := limitsThrottleWait + rand.N(limitsThrottleWait/2)
+		wait := throttledStartWait(d.backoffSet().Get(backoff.ThrottledAPIRetry))
 		d.log.Warn("instance type limits: throttled; waiting for the next window", "wait", wait, "err", err)
 		t := d.clock.NewTimer(wait)
 		select {
@@ -57,6 +52,16 @@ func (d *Daemon) instanceLimits(ctx context.Context, api *cloud.Client, typ stri
 		case <-t.C():
 		}
 	}
+}
+
+// throttledStartWait is how long a start that the cloud throttles waits
+// before it asks again: the throttled policy's cap (a minute, about an API
+// budget window), stretched by up to its jitter at random, so that a fleet
+// starting together spreads over the next window instead of crash-looping
+// on this one.
+func throttledStartWait(p backoff.Policy) time.Duration {
+	w := max(p.Cap, p.Duration)
+	return wait.Jitter(w, max(p.Jitter, 0.1))
 }
 
 // limitsFrom reads limits out of info, kept by source, when it describes

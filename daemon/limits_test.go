@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,11 +98,11 @@ func TestInstanceLimitsWithoutTheCloud(t *testing.T) {
 }
 
 // A start that the cloud throttles on DescribeInstanceTypes waits for the
-// next window and starts then, instead of failing (a crash loop).
+// next window (the throttled policy's cap) and starts then, instead of
+// failing (a crash loop).
 func TestInstanceLimitsThrottledStartWaits(t *testing.T) {
-	defer func(w time.Duration) { limitsThrottleWait = w }(limitsThrottleWait)
-	limitsThrottleWait = 50 * time.Millisecond
 	l := newLab(t)
+	l.conf = strings.Replace(l.conf, `"backoff_override":{`, `"backoff_override":{"throttled":{"Duration":"5ms","Cap":"50ms","Steps":2},`, 1)
 	if _, err := l.cloud.AddFault(fakecloud.Fault{Name: "throttled-start", Kind: fakecloud.FaultError,
 		Action: "DescribeInstanceTypes", Count: 8, Code: "Throttling.User", Status: 400}); err != nil {
 		t.Fatal(err)

@@ -51,9 +51,7 @@ import (
 // and spacing of events in simulated time. What is not scaled is the
 // machine's own time (CPU, loopback HTTP to the API, gRPC, bbolt) and a few
 // waits no configuration reaches: client-go's informer sync poll (100 ms),
-// the pool's failure backoff (5 s doubling to 1 min), the ENI-limit pause
-// (1 min), the daemon's 118 s RPC cap, STS refresh and the node-publish
-// tick. In simulated time these last 1/TimeScale times longer, so below
+// the daemon's 118 s RPC cap, STS refresh and the node-publish tick. In simulated time these last 1/TimeScale times longer, so below
 // some scale the figures drift and finally collapse: measured on this
 // 2-core machine, 1,000 × 30 gives the same time (75.6 s), ratio (1.26),
 // ENI calls (2,000 + 2,000) and throttled calls (±1 %) at TimeScale 2 and
@@ -117,6 +115,11 @@ type Options struct {
 	// default os.TempDir(). Keep it short: unix socket paths are limited
 	// to 108 bytes.
 	TempDir string
+	// Restart, once every pod has an address, stops every daemon and
+	// starts them all again at once, pods running, and measures that
+	// instead (scenario fleet-restart): the calls it makes, crash loops,
+	// and that every pod's sandbox gets its address again.
+	Restart bool
 	// Logger receives the fleet's progress; nil discards it.
 	Logger *slog.Logger
 	// DaemonLogger is every daemon's logger; nil discards (a thousand
@@ -154,6 +157,9 @@ func (o Options) withDefaults() (Options, error) {
 		o.StartJitter = 10 * time.Second
 	}
 	o.StartJitter = max(o.StartJitter, 0)
+	if o.Name == "" && o.Restart {
+		o.Name = fmt.Sprintf("fleet-restart-%dx%d", o.Nodes, o.PodsPerNode)
+	}
 	if o.Name == "" {
 		o.Name = fmt.Sprintf("fleet-%dx%d", o.Nodes, o.PodsPerNode)
 	}

@@ -79,9 +79,10 @@ func NodeConfig(ctx context.Context, kube kubernetes.Interface, node string, m m
 // scaledConfig is sim (simulated time) at time scale s: every duration
 // key (defaults included), every backoff schedule and every rate limit
 // is scaled, so that a scaled daemon behaves as a real one at 1/s the
-// speed. What eni_conf cannot reach is not scaled (see README: the
-// pool's failure backoff of 5 s and ENI-limit pause of 1 min, the RPC
-// and HTTP timeouts); figures that depend on those say so.
+// speed (the pool's failure backoff is backoff_override's pool_growth,
+// its ENI-limit pause eni_limit_inhibit). What eni_conf cannot reach is
+// not scaled (see README: the RPC and HTTP timeouts); figures that depend
+// on those say so.
 func scaledConfig(sim map[string]any, s float64) (map[string]any, error) {
 	cfg, err := parseConfig(sim)
 	if err != nil {
@@ -101,6 +102,7 @@ func scaledConfig(sim map[string]any, s float64) (map[string]any, error) {
 		"metadata_lag_timeout":     cfg.MetadataLagTimeout.Duration,
 		"ip_batch_window":          cfg.IPBatchWindow.Duration,
 		"ip_exhausted_inhibit":     cfg.IPExhaustedInhibit.Duration,
+		"eni_limit_inhibit":        cfg.ENILimitInhibit.Duration,
 		"vswitch_cache_ttl":        cfg.VSwitchCacheTTL.Duration,
 	} {
 		out[k] = dur(d)

@@ -74,6 +74,7 @@ const (
 	DefaultMetadataLagTimeout        = 30 * time.Second
 	DefaultIPBatchWindow             = 200 * time.Millisecond
 	DefaultIPExhaustedInhibit        = 5 * time.Minute
+	DefaultENILimitInhibit           = time.Minute
 	DefaultVSwitchCacheTTL           = 10 * time.Minute
 	DefaultCNIConfDir                = "/etc/cni/net.d"
 	DefaultCNIBinDir                 = "/opt/cni/bin"
@@ -202,6 +203,9 @@ type Config struct {
 	// IPExhaustedInhibit is how long a dry vSwitch (and the ENIs in it)
 	// is not asked for addresses again.
 	IPExhaustedInhibit Duration `json:"ip_exhausted_inhibit"`
+	// ENILimitInhibit is how long ENI creation pauses after the cloud
+	// answered that the instance holds all the ENIs it can.
+	ENILimitInhibit Duration `json:"eni_limit_inhibit"`
 	// VSwitchCacheTTL is how long a DescribeVSwitches answer is trusted.
 	VSwitchCacheTTL Duration `json:"vswitch_cache_ttl"`
 	// NotReadyOnIPExhaustion makes CNI STATUS fail while no address can
@@ -259,6 +263,7 @@ func Defaults() *Config {
 		MetadataLagTimeout:        Duration{DefaultMetadataLagTimeout},
 		IPBatchWindow:             Duration{DefaultIPBatchWindow},
 		IPExhaustedInhibit:        Duration{DefaultIPExhaustedInhibit},
+		ENILimitInhibit:           Duration{DefaultENILimitInhibit},
 		VSwitchCacheTTL:           Duration{DefaultVSwitchCacheTTL},
 		CNIConfDir:                DefaultCNIConfDir,
 		CNIBinDir:                 DefaultCNIBinDir,

@@ -113,7 +113,10 @@
 // retries of 429, 5xx and transport errors (Terway main's metadata client
 // uses the same). throttled: how long the lab's route controller waits
 // after a Throttling answer (the daemon's cloud client slows its rate
-// limiter instead, see rate_limit). kubernetes: retries of the
+// limiter instead, see rate_limit); its Cap, stretched by up to Jitter at
+// random, is also how long a start whose DescribeInstanceTypes is
+// throttled waits before asking again (about one API budget window)
+// rather than failing the start. kubernetes: retries of the
 // daemon's API server patches (enable_patch_pod_ips). pool_growth: how
 // long a pool pauses growing after a failed cloud call: Duration, doubled
 // for each failure in a row, up to Cap (the other fields are not used).
@@ -257,6 +260,11 @@
 //     in it are not asked again. The daemon then tries again by itself, so
 //     a node recovers without a restart when addresses come back (Terway
 //     waits 10m).
+//   - eni_limit_inhibit (duration > 0, "1m"): after the cloud answers that
+//     the instance holds all the ENIs it can (EniPerInstanceLimitExceeded),
+//     how long the pool creates no ENI; an ENI released or adopted lifts
+//     the pause at once. The pause after other failures to grow is
+//     backoff_override's pool_growth.
 //   - vswitch_cache_ttl (duration > 0, "10m"): how long a DescribeVSwitches
 //     answer (free address count) is trusted when choosing a vSwitch; an
 //     answer of no free address only for 30s (cloud.DryRecheck), so a
