@@ -147,6 +147,7 @@ BENCH_CHECK_DIR ?= $(CURDIR)/.bench-check
 # Its call counts are reproducible with the same seed (bench/README.md).
 define bench-quick
 	$(TERWAY_BENCH) node --scenario cold-burst --pods 100 --profile default --seed 1 --time-scale 1 --out $(1)
+	$(TERWAY_BENCH) node --scenario burst-release --pods 20 --profile default --seed 1 --time-scale 1 --out $(1)
 	$(TERWAY_BENCH) compare --scenario warm-churn --pods 20 --duration 2m --tail 40s --profile default --seed 1 --time-scale 0.1 --pool 0/0 --pool 0/5 --pool 0/5,reclaim=20s,reclaim-interval=10s --out $(1)
 	$(TERWAY_BENCH) node --scenario exhaustion --pods 100 --profile default --seed 1 --time-scale 0.2 --set ip_exhausted_inhibit=30s --out $(1)
 	$(TERWAY_BENCH) node --scenario throttled --pods 100 --profile default --seed 1 --time-scale 0.1 --out $(1)
@@ -169,9 +170,10 @@ bench-alloc: terway-bench ## Allocation benchmarks, quick set (~3 min) into benc
 	$(TERWAY_BENCH) report --in bench/results/quick --out bench/results/quick
 
 .PHONY: bench-fleet
-bench-fleet: terway-bench ## Fleet simulation, 1,000 nodes x 30 pods (~2 min) into bench/results/fleet, with README and plots
+bench-fleet: terway-bench ## Fleet simulation, 1,000 nodes x 30 pods, cold start and restart (~5 min) into bench/results/fleet, with README and plots
 	rm -rf bench/results/fleet
 	$(TERWAY_BENCH) fleet --nodes 1000 --pods-per-node 30 --seed 1 --time-scale 1 --out bench/results/fleet
+	$(TERWAY_BENCH) fleet --nodes 1000 --pods-per-node 30 --seed 1 --time-scale 1 --restart --out bench/results/fleet
 	$(TERWAY_BENCH) report --in bench/results/fleet --out bench/results/fleet
 
 .PHONY: bench-check

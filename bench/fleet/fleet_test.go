@@ -145,6 +145,32 @@ func TestFleetSmall(t *testing.T) {
 // for 8 nodes: calls get throttled, the daemons and kubelet's retries
 // still give every pod an address, and the time is at least what the
 // budgets allow.
+// Every daemon restarted at once, pods running, finds its limits and
+// its pods' addresses without changing anything in the cloud: no
+// mutating call, no DescribeInstanceTypes, no crash loop, every pod's
+// sandbox gets its own address again.
+func TestFleetRestart(t *testing.T) {
+	o := Options{Nodes: 8, PodsPerNode: 10, TimeScale: 0.1, Seed: 3, StartJitter: time.Second, Restart: true, TempDir: t.TempDir()}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, o)
+	if err != nil {
+		t.Fatalf("fleet restart: %v", err)
+	}
+	m := res.Metrics
+	obs := res.Params["observed"].(map[string]any)
+	if res.Scenario != "fleet-restart" || res.Name != "fleet-restart-8x10" || m.Pods != 80 || m.PodsFailed != 0 {
+		t.Fatalf("result %s/%s: pods %d, failed %d", res.Scenario, res.Name, m.Pods, m.PodsFailed)
+	}
+	if m.MutatingCalls != 0 || m.CallsByAction["DescribeInstanceTypes"] != 0 || obs["daemonRestarts"] != int64(0) || obs["podsChangedAddress"] != int64(0) {
+		t.Errorf("restart: calls %v (mutating %d), observed %v; want no mutating call, no DescribeInstanceTypes, no crash loop, no address changed",
+			m.CallsByAction, m.MutatingCalls, obs)
+	}
+	if m.CallsByAction["DescribeNetworkInterfaces"] == 0 {
+		t.Errorf("restart: calls %v; each daemon's restore reads its ENIs from the cloud", m.CallsByAction)
+	}
+}
+
 func TestFleetThrottled(t *testing.T) {
 	o := Options{Nodes: 8, PodsPerNode: 5, TimeScale: 0.05, Seed: 3, StartJitter: time.Second,
 		ThrottleWindow: 10 * time.Second,

@@ -215,6 +215,12 @@ func (f *fleet) run(ctx context.Context) (*bench.Result, error) {
 	wg.Wait()
 	f.o.Logger.Info("fleet measured", "podsReady", f.podsReady.Load(), "simulated", f.sim(f.finalAt).Round(time.Millisecond))
 	res := f.result(heapAfter-min(heapBefore, heapAfter), stackAfter, idle)
+	if f.o.Restart && res.Metrics.PodsFailed == 0 {
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), f.scale(f.o.Timeout))
+		defer rcancel()
+		f.o.Logger.Info("fleet restarting every daemon at once")
+		return f.restartResult(f.restartAll(rctx))
+	}
 	if res.Metrics.PodsFailed > 0 {
 		return res, fmt.Errorf("%w: %d of %d (%v)", ErrPodsFailed, res.Metrics.PodsFailed, res.Metrics.Pods, f.firstFailure())
 	}

@@ -66,7 +66,8 @@ func newFleetCommand(g *globals) *cobra.Command {
 	f.StringArrayVar(&throttle, "throttle", nil, "account-wide budget ACTION=CALLS per window (repeatable; \"*\" for the rest)")
 	f.DurationVar(&o.ThrottleWindow, "throttle-window", 0, "length of a throttle window (default 60s)")
 	f.DurationVar(&o.Timeout, "timeout", 0, "simulated time after which pods without an address count as failed (default 1h)")
-	f.StringVar(&o.Name, "name", "", "name of the result (default fleet-<nodes>x<pods>)")
+	f.BoolVar(&o.Restart, "restart", false, "once every pod has an address, restart every daemon at once and measure that (scenario fleet-restart)")
+	f.StringVar(&o.Name, "name", "", "name of the result (default fleet-<nodes>x<pods>, fleet-restart-<nodes>x<pods> with --restart)")
 	outFlag(cmd, &out)
 	return cmd
 }
