@@ -61,8 +61,9 @@
 // 0700), written before Setup, so DEL and GC can undo an attachment
 // without the daemon; <containerID>.container.lock serialises the
 // invocations of one container; datapath.lock serialises the datapath
-// work of the node (polled every 200 ms, 11 s at most, like Terway's). The
-// daemon calls stay outside the node-wide lock.
+// work of the node (11 s at most, like Terway's; a blocking flock, handed
+// to the next waiter as soon as it is free, where Terway polls every
+// 200 ms). The daemon calls stay outside the node-wide lock.
 //
 // # Timeout chain
 //

@@ -10,13 +10,10 @@ import (
 	"github.com/gofrs/flock"
 )
 
-// Lock timing. The node-wide datapath lock is Terway's: polled every
-// 200 ms, given up after 11 s.
+// The node-wide datapath lock is Terway's, given up after 11 s.
 const (
 	datapathLockName    = "datapath.lock"
 	datapathLockTimeout = 11 * time.Second
-	datapathLockPoll    = 200 * time.Millisecond
-	containerLockPoll   = 50 * time.Millisecond
 )
 
 // fileLock is an exclusive flock(2) on a file (gofrs/flock): the kernel
@@ -27,23 +24,44 @@ type fileLock struct {
 }
 
 // lockFile takes an exclusive lock on path, creating the file (0600),
-// trying every poll until ctx ends. A lock file may be removed by its
-// holder (DEL removes the container's): after locking, the file must
-// still be the one at path, or the lock is taken again on the new file.
-func lockFile(ctx context.Context, path string, poll time.Duration) (*fileLock, error) {
+// waiting until ctx ends. A lock file may be removed by its holder (DEL
+// removes the container's): after locking, the file must still be the
+// one at path, or the lock is taken again on the new file.
+func lockFile(ctx context.Context, path string) (*fileLock, error) {
 	for {
 		fl := flock.New(path, flock.SetPermissions(0o600))
-		ok, err := fl.TryLockContext(ctx, poll)
-		switch {
-		case ctx.Err() != nil && !ok:
-			return nil, fmt.Errorf("lock %s: held by another invocation: %w", path, context.Cause(ctx))
-		case err != nil:
+		if err := lockOrGiveUp(ctx, fl); err != nil {
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
 		if sameFile(fl, path) {
 			return &fileLock{fl: fl}, nil
 		}
 		_ = fl.Unlock() // removed while we waited: lock the new one
+	}
+}
+
+// lockOrGiveUp takes fl with a blocking flock(2), so that the kernel
+// hands the lock over the moment its holder lets go. Terway polls every
+// 200 ms instead: ten pods starting together on a node then waited up to
+// a second and more for a datapath setup of a few milliseconds each. A
+// waiter whose ctx ends gives up; its blocked call is left to return,
+// and lets go at once if it got the lock.
+func lockOrGiveUp(ctx context.Context, fl *flock.Flock) error {
+	if ok, err := fl.TryLock(); err != nil || ok {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- fl.Lock() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		go func() {
+			if <-done == nil {
+				_ = fl.Unlock()
+			}
+		}()
+		return fmt.Errorf("held by another invocation: %w", context.Cause(ctx))
 	}
 }
 
@@ -80,7 +98,7 @@ func lockContainer(ctx context.Context, stateDir, containerID string) (*fileLock
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state dir %s: %w", stateDir, err)
 	}
-	return lockFile(ctx, containerLockPath(stateDir, containerID), containerLockPoll)
+	return lockFile(ctx, containerLockPath(stateDir, containerID))
 }
 
 // withDatapathLock runs fn under the node-wide datapath lock, waiting at
@@ -89,7 +107,7 @@ func withDatapathLock(ctx context.Context, stateDir string, fn func() error) err
 	ctx, cancel := context.WithTimeoutCause(ctx, datapathLockTimeout,
 		fmt.Errorf("datapath lock not free after %v", datapathLockTimeout))
 	defer cancel()
-	l, err := lockFile(ctx, filepath.Join(stateDir, datapathLockName), datapathLockPoll)
+	l, err := lockFile(ctx, filepath.Join(stateDir, datapathLockName))
 	if err != nil {
 		return err
 	}
