@@ -3,9 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
+	"math"
 
 	"github.com/terway-sim/terway/daemon/backoff"
 	"github.com/terway-sim/terway/daemon/cloud"
@@ -14,8 +12,9 @@ import (
 
 // instanceLimits finds the limits of the instance's type without the
 // cloud when it can: the store (a restart), then the node's annotation
-// alibabacloud.com/instance-type-info (a node whose store was lost), each
-// checked against the type metadata gives now. Otherwise it asks the
+// alibabacloud.com/instance-type-info (a node whose store was lost), then
+// that of another node of the same type (a new node), each checked
+// against the type metadata gives now. Otherwise it asks the
 // cloud, waiting out throttling rather than failing the start, and keeps
 // the answer in the store; publishLoop puts it on the node.
 func (d *Daemon) instanceLimits(ctx context.Context, api *cloud.Client, typ string) (cloud.Limits, error) {
@@ -27,11 +26,12 @@ func (d *Daemon) instanceLimits(ctx context.Context, api *cloud.Client, typ stri
 		d.limitsInfo = info
 		return l, nil
 	}
-	info = d.nodeLimitsInfo(ctx)
-	if l, ok := d.limitsFrom("the node annotation "+k8s.AnnotationInstanceTypeInfo, info, typ); ok {
+	if l, info, ok := d.publishedLimits(ctx, typ); ok {
 		d.keepLimitsInfo(info)
 		return l, nil
 	}
+	bo := d.backoffSet().Get(backoff.ThrottledAPIRetry).Backoff()
+	bo.Steps = math.MaxInt32 // a start waits as long as it takes
 	for {
 		l, info, err := api.InstanceTypeLimits(ctx, typ)
 		if err == nil {
@@ -42,7 +42,7 @@ func (d *Daemon) instanceLimits(ctx context.Context, api *cloud.Client, typ stri
 		if !cloud.IsThrottling(err) {
 			return cloud.Limits{}, err
 		}
-		wait := throttledStartWait(d.backoffSet().Get(backoff.ThrottledAPIRetry))
+		wait := bo.Step()
 		d.log.Warn("instance type limits: throttled; waiting for the next window", "wait", wait, "err", err)
 		t := d.clock.NewTimer(wait)
 		select {
@@ -52,16 +52,6 @@ func (d *Daemon) instanceLimits(ctx context.Context, api *cloud.Client, typ stri
 		case <-t.C():
 		}
 	}
-}
-
-// throttledStartWait is how long a start that the cloud throttles waits
-// before it asks again: the throttled policy's cap (a minute, about an API
-// budget window), stretched by up to its jitter at random, so that a fleet
-// starting together spreads over the next window instead of crash-looping
-// on this one.
-func throttledStartWait(p backoff.Policy) time.Duration {
-	w := max(p.Cap, p.Duration)
-	return wait.Jitter(w, max(p.Jitter, 0.1))
 }
 
 // limitsFrom reads limits out of info, kept by source, when it describes
@@ -79,20 +69,42 @@ func (d *Daemon) limitsFrom(source string, info []byte, typ string) (cloud.Limit
 	return l, true
 }
 
-// nodeLimitsInfo reads the annotation from the node, or nil.
-func (d *Daemon) nodeLimitsInfo(ctx context.Context) []byte {
+// peerNodes is how many nodes of its type a daemon looks at for limits
+// another one published: one answer is enough, a few in case some are
+// stale.
+const peerNodes = 20
+
+// publishedLimits returns limits published on a node, this one first,
+// then another of the same type (node.kubernetes.io/instance-type): when
+// a fleet starts together only its first daemons ask the cloud, which
+// otherwise throttles a thousand DescribeInstanceTypes at once.
+func (d *Daemon) publishedLimits(ctx context.Context, typ string) (cloud.Limits, []byte, bool) {
 	if d.kube == nil {
-		return nil
+		return cloud.Limits{}, nil, false
 	}
-	n, err := d.kube.Node(ctx)
+	own, err := d.kube.Node(ctx)
 	if err != nil {
 		d.log.Warn("instance type limits: read the node", "err", err)
-		return nil
+	} else if info := own.Annotations[k8s.AnnotationInstanceTypeInfo]; info != "" {
+		if l, ok := d.limitsFrom("the node annotation "+k8s.AnnotationInstanceTypeInfo, []byte(info), typ); ok {
+			return l, []byte(info), true
+		}
 	}
-	if v, ok := n.Annotations[k8s.AnnotationInstanceTypeInfo]; ok {
-		return []byte(v)
+	peers, err := d.kube.NodesOfType(ctx, typ, peerNodes)
+	if err != nil {
+		d.log.Warn("instance type limits: nodes of the same type", "err", err)
+		return cloud.Limits{}, nil, false
 	}
-	return nil
+	for _, n := range peers {
+		info := n.Annotations[k8s.AnnotationInstanceTypeInfo]
+		if n.Name == d.kube.NodeName() || info == "" {
+			continue
+		}
+		if l, ok := d.limitsFrom("node "+n.Name, []byte(info), typ); ok {
+			return l, []byte(info), true
+		}
+	}
+	return cloud.Limits{}, nil, false
 }
 
 // keepLimitsInfo keeps info for publishLoop and in the store.

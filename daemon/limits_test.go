@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/terway-sim/terway/daemon/k8s"
@@ -94,6 +95,33 @@ func TestInstanceLimitsWithoutTheCloud(t *testing.T) {
 	// The daemon publishes its own type's limits over the stale ones.
 	if poll(10*time.Millisecond, 10*time.Second, func() bool { return l.nodeAnnotation(k8s.AnnotationInstanceTypeInfo) == info }) != nil {
 		t.Fatalf("node annotation %s, want this type's %s", l.nodeAnnotation(k8s.AnnotationInstanceTypeInfo), info)
+	}
+}
+
+// A new node (no store, no annotation of its own) takes the limits
+// another node of its type published, and not those of a node labelled
+// with its type whose annotation describes another.
+func TestInstanceLimitsFromAPeer(t *testing.T) {
+	l := newLab(t)
+	d, _, stop := l.daemon(nil)
+	want, info := d.limits, l.nodeAnnotation(k8s.AnnotationInstanceTypeInfo)
+	stop()
+	stale := strings.Replace(info, want.InstanceType, "ecs.g7.2xlarge", 1)
+	for name, ann := range map[string]string{"peer-a": stale, "peer-b": info} {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels:      map[string]string{corev1.LabelInstanceTypeStable: want.InstanceType},
+			Annotations: map[string]string{k8s.AnnotationInstanceTypeInfo: ann}}}
+		if _, err := l.kube.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.setNodeAnnotation(k8s.AnnotationInstanceTypeInfo, "")
+	if err := os.Remove(l.daemonConfig().StorePath); err != nil {
+		t.Fatal(err)
+	}
+	d, _, _ = l.daemon(nil)
+	if n := l.describeInstanceTypes(); n != 1 || d.limits != want {
+		t.Fatalf("start beside a peer: %d DescribeInstanceTypes in all, limits %+v; want 1 and %+v", n, d.limits, want)
 	}
 }
 

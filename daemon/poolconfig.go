@@ -81,7 +81,7 @@ func newPoolConfigs(cfg *config.Config, f poolFacts) (poolConfigs, error) {
 		MultiIP: ipam.MultiIPConfig{MaxENI: f.Capacity.MaxENI, IPsPerENI: f.Limits.IPv4PerAdapter,
 			Capacity: ips.Capacity, MinIdle: ips.MinPoolSize, MaxIdle: ips.MaxPoolSize, DualStack: f.DualStack,
 			BatchWindow: cfg.IPBatchWindow.Duration, ExhaustedInhibit: cfg.IPExhaustedInhibit.Duration, Cooldown: cfg.ReuseCooldown.Duration,
-			ENILimitInhibit: cfg.ENILimitInhibit.Duration,
+			ENILimitInhibit:  cfg.ENILimitInhibit.Duration,
 			IdleReclaimAfter: cfg.IdleIPReclaimAfter.Duration, IdleReclaimInterval: cfg.IdleIPReclaimInterval.Duration,
 			IdleReclaimBatch: cfg.IdleIPReclaimBatchSize, IdleReclaimJitter: float64(cfg.IdleIPReclaimJitterFactor),
 			SyncPeriod: cfg.PoolCheckPeriod.Duration, FailureBackoff: f.Growth.Duration, FailureBackoffCap: f.Growth.Cap,

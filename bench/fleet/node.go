@@ -89,7 +89,7 @@ func (f *fleet) runNode(ctx context.Context, n *fleetNode) {
 func (f *fleet) startDaemon(ctx context.Context, n *fleetNode) (*fleetDaemon, error) {
 	delay := fleetCrashLoop
 	for {
-		d, err := daemon.New(ctx, daemon.Options{Mode: mode.ENIMultiIP, Config: n.cfg, NodeName: n.name, Kube: n.kube,
+		d, err := daemon.New(ctx, daemon.Options{Mode: mode.ENIMultiIP, Config: n.cfg, NodeName: n.name, Kube: n.api,
 			Logger: f.o.DaemonLogger, HTTPClient: f.srv.mdClient, StoreNoSync: true})
 		if err == nil {
 			r := &fleetDaemon{d: d, served: make(chan error, 1)}

@@ -40,9 +40,11 @@ type fleet struct {
 	// unscaled).
 	settings fakecloud.Settings
 	srv      *fleetServers
-	dir      string
-	nodes    []*fleetNode
-	total    int64
+	// nodesKube is the fleet's shared API server for nodes (fleetKube).
+	nodesKube *fake.Clientset
+	dir       string
+	nodes     []*fleetNode
+	total     int64
 
 	t0                    time.Time
 	podsReady, daemonsUp  atomic.Int64
@@ -64,7 +66,9 @@ type fleetNode struct {
 	i        int
 	id, name string
 	dir      string
-	kube     *fake.Clientset
+	kube     *fake.Clientset // its pods and events
+	// api is what its daemon sees: kube, and the fleet's nodes.
+	api      fleetKube
 	cfg      *config.Config
 	offset   time.Duration // real time after t0 at which the daemon starts
 	pods     []*fleetPod
@@ -134,6 +138,7 @@ func newFleet(o Options) (_ *fleet, err error) {
 	if f.dir, err = os.MkdirTemp(o.TempDir, "fleet"); err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)
 	}
+	f.nodesKube = newFleetNodes()
 	offsets := fleetStartOffsets(o.Seed, o.Nodes, f.scale(o.StartJitter))
 	for i := 0; i < o.Nodes; i++ {
 		n, err := f.newNode(i, offsets[i])
@@ -178,6 +183,12 @@ func (f *fleet) newNode(i int, offset time.Duration) (*fleetNode, error) {
 	// a thousand fake API servers, not the daemons, the CPU bottleneck.
 	// The daemon needs no server-side apply.
 	n.kube = fake.NewSimpleClientset(objs...)
+	shared := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name,
+		Labels: map[string]string{corev1.LabelInstanceTypeStable: f.itype}}}
+	if err := f.nodesKube.Tracker().Add(shared); err != nil {
+		return nil, fmt.Errorf("fleet: node %s: %w", n.name, err)
+	}
+	n.api = fleetKube{Interface: n.kube, nodes: f.nodesKube}
 	var err error
 	if n.cfg, err = harness.NodeConfig(context.Background(), n.kube, n.name, c); err != nil {
 		return nil, fmt.Errorf("fleet: daemon configuration: %w", err)

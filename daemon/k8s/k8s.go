@@ -317,6 +317,17 @@ func (c *Client) Node(ctx context.Context) (*corev1.Node, error) {
 	return n, nil
 }
 
+// NodesOfType lists up to limit nodes labelled with instanceType
+// (node.kubernetes.io/instance-type), this one included.
+func (c *Client) NodesOfType(ctx context.Context, instanceType string, limit int64) ([]corev1.Node, error) {
+	sel := labels.SelectorFromSet(labels.Set{corev1.LabelInstanceTypeStable: instanceType}).String()
+	l, err := c.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel, Limit: limit})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes of type %s: %w", instanceType, err)
+	}
+	return l.Items, nil
+}
+
 // AnnotateNode merges annotations into the node.
 func (c *Client) AnnotateNode(ctx context.Context, ann map[string]string) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})

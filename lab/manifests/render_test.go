@@ -200,6 +200,7 @@ func checkRBAC(t *testing.T, r *rendered) {
 		core("pods", "patch"),
 		core("pods/eviction", "create"),
 		core("nodes", "get", "patch"),
+		core("nodes", "list"),
 		core("nodes/status", "patch"),
 		core("events", "create", "patch"),
 	}
