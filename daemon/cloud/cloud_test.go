@@ -522,3 +522,50 @@ func TestInstanceLimitsCached(t *testing.T) {
 		t.Fatalf("security groups %v %v", sgs, err)
 	}
 }
+
+// Picks that miss the cache together share one DescribeVSwitches (a node
+// creating two ENIs at once asked twice); a Describe the cloud throttles
+// leaves the vSwitch usable, the Create being what says whether it has
+// addresses.
+func TestVSwitchPoolOneDescribeAndThrottled(t *testing.T) {
+	w := newWorld(t)
+	hold, err := w.cloud.AddFault(fakecloud.Fault{Kind: fakecloud.FaultPause, Action: "DescribeVSwitches"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewVSwitchPool(w.api, clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0)), SelectMostFree, []string{vsw1}, time.Hour, time.Hour, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() { _, err := p.Pick(ctx(t)); errs <- err }()
+	}
+	t.Cleanup(func() { w.cloud.RemoveFault(hold) })
+	if err := w.cloud.WaitHeld(ctx(t), hold, 1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // let the other picks reach the pool
+	w.cloud.RemoveFault(hold)
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := w.cloud.CallCount(fakecloud.CallFilter{Action: "DescribeVSwitches"}); n != 1 {
+		t.Fatalf("%d DescribeVSwitches for 4 picks at once, want 1", n)
+	}
+
+	w2 := newWorld(t)
+	if _, err := w2.cloud.AddFault(fakecloud.Fault{Kind: fakecloud.FaultError, Action: "DescribeVSwitches",
+		Code: "Throttling.User", Status: 400}); err != nil {
+		t.Fatal(err)
+	}
+	p2, err := NewVSwitchPool(w2.api, nil, SelectMostFree, []string{vsw1}, time.Hour, time.Hour, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := p2.Pick(ctx(t)); err != nil || v.ID != vsw1 {
+		t.Fatalf("pick while Describe is throttled: %+v %v, want %s", v, err, vsw1)
+	}
+}

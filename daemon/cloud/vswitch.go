@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	"k8s.io/utils/clock"
 )
 
@@ -22,6 +23,11 @@ const (
 	// SelectOrdered keeps the configured order.
 	SelectOrdered = "ordered"
 )
+
+// unknownAvailable is VSwitch.Available when the cloud could not say
+// (a throttled Describe): Pick still offers the vSwitch, after those
+// known to have addresses.
+const unknownAvailable = -1
 
 // ErrNoVSwitch is returned when every candidate vSwitch is dry or blocked.
 var ErrNoVSwitch = errors.New("no vSwitch with free addresses")
@@ -37,6 +43,12 @@ type VSwitchPool struct {
 	candidates []string
 	ttl        time.Duration
 	blockFor   time.Duration
+
+	// flight shares one Describe among the picks that miss the cache
+	// together: a node creating two ENIs at once asked twice, and a
+	// fleet starting together thereby doubled its DescribeVSwitches into
+	// the throttle.
+	flight singleflight.Group
 
 	mu      sync.Mutex
 	cache   map[string]cachedVSwitch
@@ -81,11 +93,16 @@ func (p *VSwitchPool) Pick(ctx context.Context) (VSwitch, error) {
 			continue
 		}
 		v, err := p.get(ctx, id)
+		if IsThrottling(err) {
+			// How many addresses it has left is only a preference among
+			// candidates; the Create answers whether it has any.
+			v, err = VSwitch{ID: id, Available: unknownAvailable}, nil
+		}
 		if err != nil {
 			lastErr = err
 			continue
 		}
-		if v.Available > 0 {
+		if v.Available > 0 || v.Available == unknownAvailable {
 			usable = append(usable, v)
 		}
 	}
@@ -137,14 +154,19 @@ func (p *VSwitchPool) get(ctx context.Context, id string) (VSwitch, error) {
 	if ok && p.clock.Since(c.at) < ttl {
 		return c.v, nil
 	}
-	v, err := p.api.DescribeVSwitch(ctx, id)
+	r, err, _ := p.flight.Do(id, func() (any, error) {
+		v, err := p.api.DescribeVSwitch(ctx, id)
+		if err == nil {
+			p.mu.Lock()
+			p.cache[id] = cachedVSwitch{v: v, at: p.clock.Now()}
+			p.mu.Unlock()
+		}
+		return v, err
+	})
 	if err != nil {
 		return VSwitch{}, err
 	}
-	p.mu.Lock()
-	p.cache[id] = cachedVSwitch{v: v, at: p.clock.Now()}
-	p.mu.Unlock()
-	return v, nil
+	return r.(VSwitch), nil
 }
 
 // Get returns a vSwitch's facts (cached).
