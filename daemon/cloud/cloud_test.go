@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -284,6 +285,27 @@ func TestAllocateRollsBack(t *testing.T) {
 	_, err := w.node.AllocateENI(ctx(t), CreateENIRequest{IntentKey: "rb", VSwitchID: vsw1, SecurityGroups: []string{sg}})
 	if err == nil || ErrorCode(err) != "InvalidOperation.InvalidEcsState" {
 		t.Fatalf("attach failure: %v", err)
+	}
+	if n := len(secondaries(w.cloud)); n != 0 {
+		t.Fatalf("rollback left %d ENIs", n)
+	}
+}
+
+// An attach that metadata never confirms (metadata stuck on an older view)
+// is asked about through the API, reported as such and rolled back.
+func TestAllocateMetadataNeverShowsTheENI(t *testing.T) {
+	w := newWorld(t)
+	w.node.MetadataTimeout = 500 * time.Millisecond
+	if _, err := w.cloud.AddFault(fakecloud.Fault{Service: fakecloud.ServiceMetadata, Kind: fakecloud.FaultStale,
+		Caller: node1, Action: "meta-data/network/"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := w.node.AllocateENI(ctx(t), CreateENIRequest{IntentKey: "stale", VSwitchID: vsw1, SecurityGroups: []string{sg}})
+	if err == nil || !strings.Contains(err.Error(), "InUse but metadata does not show it") || !strings.Contains(err.Error(), "rolled back") {
+		t.Fatalf("attach metadata never shows: %v", err)
+	}
+	if n := w.cloud.CallCount(fakecloud.CallFilter{Action: "DescribeNetworkInterfaceAttribute"}); n == 0 {
+		t.Error("no Describe: the API was not asked why metadata does not show the ENI")
 	}
 	if n := len(secondaries(w.cloud)); n != 0 {
 		t.Fatalf("rollback left %d ENIs", n)

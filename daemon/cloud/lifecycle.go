@@ -41,8 +41,8 @@ type ReadyENI struct {
 // even when the caller's context has ended.
 const RollbackTimeout = 5 * time.Minute
 
-// AllocateENI creates an ENI, attaches it, waits until ECS says InUse and
-// until this node's metadata shows its MAC and addresses. Any failure
+// AllocateENI creates an ENI, attaches it and waits until this node's
+// metadata shows its MAC and addresses (attachAndWait). Any failure
 // rolls back (detach, delete) so that nothing is left behind, and the
 // returned error says what failed and whether the rollback did too. An
 // ENI whose rollback failed is tagged like every other: the pool's
@@ -67,20 +67,27 @@ func (n *Node) AllocateENI(ctx context.Context, r CreateENIRequest) (ReadyENI, e
 	return ready, nil
 }
 
+// attachAndWait attaches e, created a moment ago, and waits until this
+// node's metadata lists it with its addresses. Metadata lists an ENI only
+// once it is attached to this instance: that is its InUse, read without
+// the API's budget (Terway polls DescribeNetworkInterfaces, two or three
+// calls per ENI). Only when metadata does not show it does the API say
+// why: still attaching, back to Available (the attach failed), or InUse
+// while metadata lags.
 func (n *Node) attachAndWait(ctx context.Context, e ENI) (ReadyENI, error) {
 	if err := n.API.AttachENI(ctx, e.ID, n.Instance.ID); err != nil {
 		return ReadyENI{}, err
 	}
-	inUse, err := n.API.WaitENIStatus(ctx, e.ID, StatusInUse)
-	if err != nil {
-		return ReadyENI{}, err
+	want := append([]netip.Addr{e.PrimaryIP}, e.IPv4...)
+	meta, merr := n.WaitMetadata(ctx, e.MAC, want, e.IPv6)
+	if merr == nil {
+		e.Status, e.InstanceID = StatusInUse, n.Instance.ID
+		return ReadyENI{ENI: e, Meta: meta}, nil
 	}
-	want := append([]netip.Addr{inUse.PrimaryIP}, inUse.IPv4...)
-	meta, err := n.WaitMetadata(ctx, inUse.MAC, want, inUse.IPv6)
-	if err != nil {
-		return ReadyENI{}, fmt.Errorf("ENI %s is InUse but metadata does not show it: %w", e.ID, err)
+	if _, err := n.API.WaitENIStatus(ctx, e.ID, StatusInUse); err != nil {
+		return ReadyENI{}, fmt.Errorf("attach %s: %w (metadata: %w)", e.ID, err, merr)
 	}
-	return ReadyENI{ENI: inUse, Meta: meta}, nil
+	return ReadyENI{}, fmt.Errorf("ENI %s is InUse but metadata does not show it: %w", e.ID, merr)
 }
 
 // errNotYet marks a metadata view that has not caught up.
