@@ -21,6 +21,13 @@ const (
 	eventVirtualMode      = "VirtualModeChanged"
 )
 
+// addPhases are the parts of an ADD that take time: waiting for the
+// container's lock, the daemon's AllocIP, waiting for the node's
+// datapath lock, and the datapath setup under it.
+type addPhases struct {
+	lockWait, alloc, datapathLockWait, datapath time.Duration
+}
+
 // cmdAdd: AllocIP from the daemon, build the datapath, print the result.
 // A retried ADD gets the same address from the daemon and Setup repairs
 // whatever is missing, so it yields the same result.
@@ -35,9 +42,11 @@ func (p *plugin) cmdAdd(ctx context.Context, inv *invocation) error {
 		return err
 	}
 	// Locked only now, so that a refused ADD leaves no lock file.
+	t0 := time.Now()
 	if err := inv.lockContainer(ctx, keepLock); err != nil {
 		return err
 	}
+	inv.phases.lockWait = time.Since(t0)
 
 	client, err := dialDaemon(ctx, inv.conf.SocketPath)
 	if err != nil {
@@ -57,7 +66,8 @@ func (p *plugin) cmdAdd(ctx context.Context, inv *invocation) error {
 	if !reply.GetSuccess() {
 		return types.NewError(types.ErrInternal, fmt.Sprintf("AllocIP for pod %s: daemon answered without success", inv.pod), "")
 	}
-	inv.log.Debug("AllocIP answered", "ipType", reply.IPType, "took", time.Since(start))
+	inv.phases.alloc = time.Since(start)
+	inv.log.Debug("AllocIP answered", "ipType", reply.IPType, "took", inv.phases.alloc)
 
 	att, result, err := inv.setup(ctx, client, reply)
 	if err != nil {
@@ -68,8 +78,10 @@ func (p *plugin) cmdAdd(ctx context.Context, inv *invocation) error {
 		}
 		return types.NewError(types.ErrInternal, fmt.Sprintf("ADD pod %s: %v", inv.pod, err), "")
 	}
+	ph := inv.phases
 	inv.log.Info("pod network set up", "kind", att.Spec.Kind, "ipv4", att.Spec.IPv4, "ipv6", att.Spec.IPv6,
-		"hostVeth", att.Spec.HostVeth, "took", time.Since(start), "total", time.Since(inv.begun))
+		"hostVeth", att.Spec.HostVeth, "lockWait", ph.lockWait, "alloc", ph.alloc, "datapathLockWait", ph.datapathLockWait,
+		"datapath", ph.datapath, "took", time.Since(start), "total", time.Since(inv.begun))
 	return inv.printResult(result)
 }
 
@@ -121,7 +133,9 @@ func (inv *invocation) setup(ctx context.Context, client *daemonClient, reply *r
 		return nil, nil, types.NewError(types.ErrIOFailure, err.Error(), "")
 	}
 	var result *current.Result
-	err = withDatapathLock(ctx, inv.state.dir, func() error {
+	inv.phases.datapathLockWait, err = withDatapathLockTimed(ctx, inv.state.dir, func() error {
+		t0 := time.Now()
+		defer func() { inv.phases.datapath = time.Since(t0) }()
 		var err error
 		result, err = datapath.Setup(spec)
 		return err

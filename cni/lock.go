@@ -104,13 +104,22 @@ func lockContainer(ctx context.Context, stateDir, containerID string) (*fileLock
 // withDatapathLock runs fn under the node-wide datapath lock, waiting at
 // most datapathLockTimeout (and not past ctx).
 func withDatapathLock(ctx context.Context, stateDir string, fn func() error) error {
+	_, err := withDatapathLockTimed(ctx, stateDir, fn)
+	return err
+}
+
+// withDatapathLockTimed is withDatapathLock that also says how long it
+// waited for the lock (ADD logs it).
+func withDatapathLockTimed(ctx context.Context, stateDir string, fn func() error) (time.Duration, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, datapathLockTimeout,
 		fmt.Errorf("datapath lock not free after %v", datapathLockTimeout))
 	defer cancel()
+	t0 := time.Now()
 	l, err := lockFile(ctx, filepath.Join(stateDir, datapathLockName))
+	waited := time.Since(t0)
 	if err != nil {
-		return err
+		return waited, err
 	}
 	defer l.unlock()
-	return fn()
+	return waited, fn()
 }

@@ -92,8 +92,11 @@ type invocation struct {
 	pod   PodID
 	log   *slog.Logger
 	state stateStore
-	// begun is when the invocation started, for the log.
-	begun time.Time
+	// begun is when the invocation started, for the log; phases how long
+	// ADD spent in each part, for its last log line (the lab's reports
+	// break ADD latency down by them).
+	begun  time.Time
+	phases addPhases
 	// lock is the container's lock once taken, to be released by end
 	// as lockUse says.
 	lock    *fileLock

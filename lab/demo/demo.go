@@ -117,13 +117,18 @@ func (d *run) steps(ctx context.Context) error {
 	if err := d.w.WaitGone(ctx); err != nil {
 		return err
 	}
-	d.r.CNIAddCold = workload.Summarize(cniAddLatencies(d.o.State, coldMark))
+	d.r.CNIAddCold = workload.Summarize(cniAddLatencies(d.o.State, coldMark)["total"])
 	warmMark := cniLogMarks(d.o.State)
 	d.step("warm pool: starting %d pods again", d.o.Replicas)
 	if d.r.Warm, err = d.rollout(ctx, func() error { return d.w.Scale(ctx, int32(d.o.Replicas)) }); err != nil {
 		return fmt.Errorf("warm rollout: %w", err)
 	}
-	d.r.CNIAddWarm = workload.Summarize(cniAddLatencies(d.o.State, warmMark))
+	warmADD := cniAddLatencies(d.o.State, warmMark)
+	d.r.CNIAddWarm = workload.Summarize(warmADD["total"])
+	d.r.CNIAddWarmPhases = map[string]workload.Summary{}
+	for _, k := range addPhases[1:] {
+		d.r.CNIAddWarmPhases[k] = workload.Summarize(warmADD[k])
+	}
 	if err := d.calls(ctx); err != nil {
 		return err
 	}

@@ -2,6 +2,8 @@ package demo
 
 import (
 	"bytes"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,16 +13,18 @@ import (
 	"github.com/terway-sim/terway/lab/workload"
 )
 
-func TestParseAddTotals(t *testing.T) {
-	log := `time=2026-11-30T01:30:40Z level=INFO msg="pod network set up" kind=Veth ipv4=192.168.0.2 took=4.1ms total=12.5ms
-time=2026-11-30T01:30:41Z level=ERROR msg="AllocIP failed" err=boom took=1s
+func TestParseAddPhases(t *testing.T) {
+	log := `time=2026-11-30T01:30:40Z level=INFO msg="pod network set up" kind=Veth ipv4=192.168.0.2 lockWait=1ms alloc=2ms datapathLockWait=3ms datapath=4ms took=4.1ms total=12.5ms
+time=2026-11-30T01:30:41Z level=ERROR msg="AllocIP failed" err=boom took=1s alloc=9s
 time=2026-11-30T01:30:42Z level=INFO msg="pod network set up" kind=Veth ipv4=192.168.0.3 took=1.2s total=1.3s
 time=2026-11-30T01:30:43Z level=INFO msg="pod network set up" total=garbage
 `
-	got := parseAddTotals(strings.NewReader(log))
-	want := []time.Duration{12500 * time.Microsecond, 1300 * time.Millisecond}
-	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
-		t.Fatalf("parseAddTotals = %v, want %v", got, want)
+	got := parseAddPhases(strings.NewReader(log))
+	want := map[string][]time.Duration{"total": {12500 * time.Microsecond, 1300 * time.Millisecond},
+		"lockWait": {time.Millisecond}, "alloc": {2 * time.Millisecond}, "datapathLockWait": {3 * time.Millisecond},
+		"datapath": {4 * time.Millisecond}}
+	if !maps.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("parseAddPhases = %v, want %v", got, want)
 	}
 }
 

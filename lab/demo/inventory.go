@@ -5,7 +5,7 @@ import (
 	"context"
 	"io"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,28 +93,36 @@ func cniLogMarks(st *cluster.State) map[string]int64 {
 	return m
 }
 
+// addPhases are the fields of the plugin's "pod network set up" line
+// that measure an ADD: total (invocation to result) and its parts.
+var addPhases = []string{"total", "lockWait", "alloc", "datapathLockWait", "datapath"}
+
 // cniAddLatencies reads the plugin's own measure of each successful ADD
-// (its "total", from invocation to result) from every node's CNI log.
-func cniAddLatencies(st *cluster.State, marks map[string]int64) []time.Duration {
-	var out []time.Duration
+// (addPhases) from every node's CNI log, each sorted.
+func cniAddLatencies(st *cluster.State, marks map[string]int64) map[string][]time.Duration {
+	out := map[string][]time.Duration{}
 	for _, n := range st.Nodes {
 		f, err := os.Open(n.HostPath(cluster.CNILogPath))
 		if err != nil {
 			continue
 		}
 		if _, err := f.Seek(marks[n.Name], 0); err == nil {
-			out = append(out, parseAddTotals(f)...)
+			for k, v := range parseAddPhases(f) {
+				out[k] = append(out[k], v...)
+			}
 		}
 		f.Close()
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	for _, v := range out {
+		slices.Sort(v)
+	}
 	return out
 }
 
-// parseAddTotals finds total=<duration> on the plugin's "pod network set
-// up" lines (slog text format).
-func parseAddTotals(f io.Reader) []time.Duration {
-	var out []time.Duration
+// parseAddPhases finds the addPhases fields (durations) on the plugin's
+// "pod network set up" lines (slog text format).
+func parseAddPhases(f io.Reader) map[string][]time.Duration {
+	out := map[string][]time.Duration{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Text()
@@ -122,10 +130,12 @@ func parseAddTotals(f io.Reader) []time.Duration {
 			continue
 		}
 		for _, field := range strings.Fields(line) {
-			if v, ok := strings.CutPrefix(field, "total="); ok {
-				if d, err := time.ParseDuration(v); err == nil {
-					out = append(out, d)
-				}
+			k, v, ok := strings.Cut(field, "=")
+			if !ok || !slices.Contains(addPhases, k) {
+				continue
+			}
+			if d, err := time.ParseDuration(v); err == nil {
+				out[k] = append(out[k], d)
 			}
 		}
 	}

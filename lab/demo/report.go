@@ -26,9 +26,12 @@ type Report struct {
 	Warm workload.Summary `json:"warmPool"`
 	// CNIAddCold and CNIAddWarm are ADD as the plugin measured it (from
 	// its start to its result), per rollout.
-	CNIAddCold   workload.Summary `json:"cniAddCold"`
-	CNIAddWarm   workload.Summary `json:"cniAddWarm"`
-	Connectivity []workload.Check `json:"connectivity"`
+	CNIAddCold workload.Summary `json:"cniAddCold"`
+	CNIAddWarm workload.Summary `json:"cniAddWarm"`
+	// CNIAddWarmPhases break CNIAddWarm down (addPhases but total): the
+	// container lock, AllocIP, the node's datapath lock, the datapath.
+	CNIAddWarmPhases map[string]workload.Summary `json:"cniAddWarmPhases,omitempty"`
+	Connectivity     []workload.Check            `json:"connectivity"`
 	// Calls are successful cloud API calls by action over both rollouts
 	// (PodsStarted pods); Throttled and Failed count the others.
 	Calls       map[string]int64 `json:"calls"`
@@ -69,6 +72,7 @@ func (r *Report) rows() [][2]string {
 		{"pod ready, warm pool", lat(r.Warm)},
 		{"CNI ADD (plugin side), cold pool", lat(r.CNIAddCold)},
 		{"CNI ADD (plugin side), warm pool", lat(r.CNIAddWarm)},
+		{"CNI ADD, warm pool, by part (p50 / p99)", r.addBreakdown()},
 		{"connectivity", r.connectivitySummary()},
 	}
 	actions := make([]string, 0, len(r.Calls))
@@ -189,4 +193,19 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// addBreakdown renders CNIAddWarmPhases: where a warm ADD's time goes.
+func (r *Report) addBreakdown() string {
+	if len(r.CNIAddWarmPhases) == 0 {
+		return "—"
+	}
+	names := map[string]string{"lockWait": "container lock", "alloc": "AllocIP",
+		"datapathLockWait": "datapath lock", "datapath": "datapath setup"}
+	var parts []string
+	for _, k := range addPhases[1:] {
+		s := r.CNIAddWarmPhases[k]
+		parts = append(parts, fmt.Sprintf("%s %s / %s", names[k], ms(s.P50), ms(s.P99)))
+	}
+	return strings.Join(parts, "; ")
 }
