@@ -48,6 +48,7 @@ func TestPoolConfigsMapsEveryKey(t *testing.T) {
 		"ip_batch_window": "11ms", "ip_exhausted_inhibit": "12m", "reuse_cooldown": "13s",
 		"idle_ip_reclaim_after": "14m", "idle_ip_reclaim_interval": "15m", "idle_ip_reclaim_batch_size": 16,
 		"idle_ip_reclaim_jitter_factor": "0.17", "pool_check_period": "18s", "vswitch_cache_ttl": "19m",
+		"eni_limit_inhibit": "24s",
 		"eni_selection_policy": "least_ips", "resource_group_id": "rg-20",
 		"backoff_override": {"pool_growth": {"Duration": "21ms", "Cap": "22s"}},
 		"cluster_id": "c-23", "eni_tags": {"env": "prod"}, "eni_tag_filter": {"team": "net"}}`))
@@ -70,11 +71,11 @@ func TestPoolConfigsMapsEveryKey(t *testing.T) {
 	want := poolConfigs{
 		MultiIP: ipam.MultiIPConfig{MaxENI: 4, IPsPerENI: 10, Capacity: 40, MinIdle: 1, MaxIdle: 4, DualStack: true,
 			BatchWindow: 11 * time.Millisecond, ExhaustedInhibit: 12 * time.Minute, Cooldown: 13 * time.Second,
-			IdleReclaimAfter: 14 * time.Minute, IdleReclaimInterval: 15 * time.Minute, IdleReclaimBatch: 16, IdleReclaimJitter: 0.17,
+			ENILimitInhibit: 24 * time.Second, IdleReclaimAfter: 14 * time.Minute, IdleReclaimInterval: 15 * time.Minute, IdleReclaimBatch: 16, IdleReclaimJitter: 0.17,
 			SyncPeriod: 18 * time.Second, FailureBackoff: 21 * time.Millisecond, FailureBackoffCap: 22 * time.Second,
 			PackENIs: false, SecurityGroups: sgs, Tags: tags, Owner: owner, TagFilter: filter, ResourceGroupID: "rg-20"},
 		ENI: ipam.ENIPoolConfig{MaxENI: 4, MinIdle: 1, MaxIdle: 4, DualStack: true, SyncPeriod: 18 * time.Second,
-			FailureBackoff: 21 * time.Millisecond, FailureBackoffCap: 22 * time.Second,
+			FailureBackoff: 21 * time.Millisecond, FailureBackoffCap: 22 * time.Second, ENILimitInhibit: 24 * time.Second,
 			SecurityGroups: sgs, Tags: tags, Owner: owner, TagFilter: filter, ResourceGroupID: "rg-20"},
 		PodCIDRCooldown: 13 * time.Second,
 		VSwitch: vswitchConfig{Policy: cloud.SelectMostFree, Candidates: []string{"vsw-1", "vsw-2"},
@@ -87,8 +88,7 @@ func TestPoolConfigsMapsEveryKey(t *testing.T) {
 	// Every field is set but those the daemon leaves to the pools'
 	// defaults: a field added to a pool config without a mapping here
 	// (or a place on this list) fails.
-	defaulted := map[string]bool{"MultiIP.MaxConcurrentCreates": true, "MultiIP.ENILimitInhibit": true,
-		"ENI.ENILimitInhibit": true, "MultiIP.PackENIs": true /* false is least_ips */}
+	defaulted := map[string]bool{"MultiIP.MaxConcurrentCreates": true, "MultiIP.PackENIs": true /* false is least_ips */}
 	var walk func(prefix string, v reflect.Value)
 	walk = func(prefix string, v reflect.Value) {
 		for i := range v.NumField() {

@@ -370,9 +370,15 @@ func (p *MultiIP) shrinkLocked(now time.Time, idle int) {
 	if excess <= 0 {
 		return
 	}
-	// Emptiest ENIs first, so that whole ENIs can go.
+	// Emptiest ENIs first, so that whole ENIs can go; among those as
+	// empty, the smallest first: the cheapest to give back whole.
 	enis := p.sortedENIsLocked()
-	slices.SortStableFunc(enis, func(a, b *eniSlot) int { return inUse(a, now) - inUse(b, now) })
+	slices.SortStableFunc(enis, func(a, b *eniSlot) int {
+		if d := inUse(a, now) - inUse(b, now); d != 0 {
+			return d
+		}
+		return len(a.ips) - len(b.ips)
+	})
 	for _, e := range enis {
 		if excess <= 0 {
 			return
