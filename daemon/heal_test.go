@@ -229,6 +229,9 @@ func testENIGoneOutOfBand(t *testing.T, deleted bool) {
 	h := newHealLab(t)
 	d, c, reg, _ := h.healDaemon()
 	pods := h.podsOn(t, c, 3)
+	// Settled first: the heal acts only on what two rounds saw with no
+	// call of the pool in between, and the rounds below run back to back.
+	h.settle(d)
 	eni := eniOf(t, d, "ns/p0")
 	var onENI []string
 	lostIPs := map[string]bool{}

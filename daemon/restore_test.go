@@ -224,7 +224,7 @@ func (l *lab) settle(d *Daemon) {
 				releasing++
 			}
 		}
-		if st.Inflight != 0 || st.Idle > 5 || releasing != 0 {
+		if st.Inflight != 0 || st.Pending || st.Idle > 5 || releasing != 0 {
 			return fmt.Errorf("pool %+v, %d addresses being given back", st, releasing)
 		}
 		return nil
