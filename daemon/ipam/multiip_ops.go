@@ -77,7 +77,7 @@ func (p *MultiIP) assign(ctx context.Context, e *eniSlot, k int, key4, key6 stri
 			p.vsw.Block(e.VSwitchID)
 			p.log.Warn("vSwitch has no addresses left; ENI inhibited", "eni", e.ID, "vswitch", e.VSwitchID, "until", e.inhibit)
 		default:
-			e.inhibit = now.Add(p.failureBackoffLocked())
+			e.inhibit = now.Add(p.retryAfterLocked(err))
 		}
 		p.events.Warn("AllocResourceFailed", fmt.Sprintf("assign %d addresses to %s: %v", k, e.ID, err))
 	} else {
@@ -146,7 +146,7 @@ func (p *MultiIP) create(ctx context.Context, k int, key string) {
 			p.createPause = now.Add(p.cfg.ENILimitInhibit)
 			p.createPauseHard = true
 		default:
-			p.createPause = now.Add(p.failureBackoffLocked())
+			p.createPause = now.Add(p.retryAfterLocked(err))
 		}
 		p.events.Warn("AllocResourceFailed", fmt.Sprintf("create an ENI: %v", err))
 		p.kick()
@@ -228,6 +228,18 @@ func (p *MultiIP) noteFailureLocked(_ time.Time, err error) {
 func (p *MultiIP) failureBackoffLocked() time.Duration {
 	d := p.cfg.FailureBackoff << min(max(p.failures-1, 0), 6)
 	return min(d, p.cfg.FailureBackoffCap)
+}
+
+// retryAfterLocked is the pause after a call that failed with err: the
+// failure backoff, but for throttling, which says that the budget of the
+// API's window is spent, not that the cloud fails: then the base interval
+// stretched by up to half at random. Doubling put the retries of a fleet
+// that started together a window late; jitter spreads them over the next.
+func (p *MultiIP) retryAfterLocked(err error) time.Duration {
+	if cloud.IsThrottling(err) {
+		return wait.Jitter(p.cfg.FailureBackoff, 0.5)
+	}
+	return p.failureBackoffLocked()
 }
 
 // failHopelessLocked fails the waiters that nothing in flight will serve

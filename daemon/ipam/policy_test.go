@@ -273,6 +273,30 @@ func TestPolicyFailureBackoffDoublesUpToTheCap(t *testing.T) {
 	}
 }
 
+// Throttling does not double the pause: every throttled creation waits
+// the base interval stretched by up to half, whatever came before.
+func TestPolicyThrottlingPausesWithoutDoubling(t *testing.T) {
+	h := newPolicy(t)
+	cfg := h.multiIPConfig()
+	h.cloud.set(func(m *memCloud) { m.failAlways["AllocateENI"] = apiError("Throttling.User") })
+	p := h.multiIP(cfg)
+	h.run(p.Run)
+	a := allocAsync(p.Allocate, "ns/a")
+	var pauses []time.Duration
+	h.until("the first failure", func() bool { return p.failureCount() == 1 })
+	pauses = append(pauses, p.createPauseLeft())
+	for n := 2; n <= 3; n++ {
+		h.advanceTo(h.clk.Now().Add(pauses[len(pauses)-1]), fmt.Sprintf("failure %d", n), func() bool { return p.failureCount() == n })
+		pauses = append(pauses, p.createPauseLeft())
+	}
+	for _, d := range pauses {
+		if d < cfg.FailureBackoff || d > cfg.FailureBackoff*3/2 {
+			t.Fatalf("pauses %v, want each within [%v, %v]", pauses, cfg.FailureBackoff, cfg.FailureBackoff*3/2)
+		}
+	}
+	h.wait(a)
+}
+
 // A pod waits out one transient failure and is served by the retry.
 func TestPolicyTransientFailureIsRetried(t *testing.T) {
 	h := newPolicy(t)
