@@ -40,7 +40,7 @@ type nodeFlags struct {
 func (f *nodeFlags) register(cmd *cobra.Command, poolHelp string) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.scenario, "scenario", node.ScenarioColdBurst, "scenario: "+strings.Join(node.Scenarios(), ", "))
-	fl.IntVar(&f.pods, "pods", 100, "pods of the burst (cold-burst, exhaustion, throttled) or running throughout (warm-churn)")
+	fl.IntVar(&f.pods, "pods", 100, "pods of the burst (cold-burst, burst-release, exhaustion, throttled) or running throughout (warm-churn)")
 	fl.StringVar(&f.profile, "profile", "default", "cloud latency profile: "+profileNames())
 	fl.Int64Var(&f.seed, "seed", 1, "seed of fakecloud (IDs, latency jitter) and of the churn")
 	fl.Float64Var(&f.timeScale, "time-scale", 1, "real time per simulated time (0.1 runs ten times faster; results are in simulated time)")
@@ -90,7 +90,7 @@ func newNodeCommand(g *globals) *cobra.Command {
 	f := &nodeFlags{}
 	cmd := &cobra.Command{
 		Use:   "node",
-		Short: "Run one node benchmark (cold-burst, warm-churn, exhaustion, throttled)",
+		Short: "Run one node benchmark (cold-burst, burst-release, warm-churn, exhaustion, throttled)",
 		Example: `  terway-bench node --scenario cold-burst --pods 100 --profile default --seed 1 --time-scale 1 --out bench/results
   terway-bench node --scenario warm-churn --pods 40 --duration 2m --pool 0/5 --time-scale 0.1 --out /tmp/r`,
 		Args: cobra.NoArgs,
