@@ -29,11 +29,14 @@ func Catalogue() []Plan {
 			step(SlowAsync, 0, 120, "", Params{}))),
 		cold(plan("throttle-storm", "allocation calls throttled to one a minute for two minutes", 3, 7,
 			step(ThrottleStorm, 0, 120, "", Params{}))),
-		// Warm pools: a cold node Describes its dry vSwitch and makes no
-		// call that could fail; a warm one assigns to the ENIs it has. Dry
-		// from the start: a fresh lab's rollout was done in 5s.
-		plan("vswitch-exhaustion", "every vSwitch runs dry as the rollout starts, for 90s, then is refilled", 3, 6,
-			step(VSwitchExhaustion, 0, 90, "", Params{})),
+		// Cold pools: warm ones (max_pool_size 10 on each of three
+		// nodes) served the whole rollout without a call, so the fault
+		// never met one. A cold node reads its dry vSwitch (Describe)
+		// and waits, or is refused the Create or Assign: either is the
+		// fault firing. Dry from the start: a fresh lab's rollout was done
+		// in 5s.
+		cold(plan("vswitch-exhaustion", "every vSwitch runs dry as the rollout starts, for 90s, then is refilled", 3, 6,
+			step(VSwitchExhaustion, 0, 90, "", Params{}))),
 		plan("metadata-outage", "the metadata service answers 5xx on every node for a minute", 2, 5,
 			step(MetadataOutage, 5, 60, "", Params{})),
 		plan("metadata-hang", "the metadata service hangs on every node for a minute", 2, 5,

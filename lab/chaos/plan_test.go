@@ -117,13 +117,13 @@ func TestCatalogue(t *testing.T) {
 }
 
 // The plans whose faults are on the allocation path start on cold pools,
-// where a warm lab's pools would answer the rollout without a call —
-// except vswitch-exhaustion, whose failing calls are the warm pools'
-// assigns (a cold node sees the dry vSwitch in Describe and calls
-// nothing); the lost-answers-timeout plan loses enough answers to be seen.
+// where a warm lab's pools would answer the rollout without a call
+// (vswitch-exhaustion's too: three nodes with max_pool_size 10 served its
+// 30 pods from idle addresses); the lost-answers-timeout plan loses
+// enough answers to be seen.
 func TestCatalogueColdPools(t *testing.T) {
 	cold := map[string]bool{"cloud-errors": true, "lost-answers": true, "lost-answers-timeout": true, "consistency": true,
-		"slow-async": true, "throttle-storm": true, "storm": true}
+		"slow-async": true, "throttle-storm": true, "storm": true, "vswitch-exhaustion": true}
 	for _, p := range Catalogue() {
 		if p.Workload.ColdPools != cold[p.Name] {
 			t.Errorf("%s: cold pools %v, want %v", p.Name, p.Workload.ColdPools, cold[p.Name])
