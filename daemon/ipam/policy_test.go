@@ -365,21 +365,30 @@ func TestPolicyShrinkAboveMaxIdle(t *testing.T) {
 	}
 }
 
-// Releases that arrive together are planned together, after the batch
-// window: 20 pods going from one ENI with pool 0/5 give the whole ENI
-// back (detach and delete: one release) rather than an Unassign each.
-func TestPolicyReleasesBatchIntoAWholeENI(t *testing.T) {
-	h := newPolicy(t)
+// fullENIPool runs a pool (30 addresses per ENI, pool 0/5, a 1 s batch
+// window) over one ENI of n addresses, all held, once its loop waits: the
+// releases a test makes next open the window.
+func (h *policy) fullENIPool(n int) (*MultiIP, MultiIPConfig, []Holding) {
+	h.t.Helper()
 	cfg := h.multiIPConfig()
 	cfg.MaxENI, cfg.IPsPerENI, cfg.MaxIdle, cfg.BatchWindow = 3, 30, 5, time.Second
-	a := h.cloud.addENI(t, 20)
+	a := h.cloud.addENI(h.t, n)
 	var hs []Holding
-	for i := range 20 {
+	for i := range n {
 		hs = append(hs, held(fmt.Sprintf("ns/p%d", i), a, i))
 	}
 	p := h.multiIP(cfg, hs...)
 	h.run(p.Run)
 	h.until("the loop to run", func() bool { return p.settled() && h.clk.Waiters() == 1 })
+	return p, cfg, hs
+}
+
+// Releases that arrive together are planned together, after the batch
+// window: 20 pods going from one ENI with pool 0/5 give the whole ENI
+// back (detach and delete: one release) rather than an Unassign each.
+func TestPolicyReleasesBatchIntoAWholeENI(t *testing.T) {
+	h := newPolicy(t)
+	p, cfg, hs := h.fullENIPool(20)
 	for _, x := range hs[:19] {
 		p.Release(x.Owner, time.Time{})
 	}
@@ -399,16 +408,7 @@ func TestPolicyReleasesBatchIntoAWholeENI(t *testing.T) {
 // ENI must stay: 17 idle on an ENI with a pod, pool 0/5, take two calls.
 func TestPolicyShrinkUnassignsTenACall(t *testing.T) {
 	h := newPolicy(t)
-	cfg := h.multiIPConfig()
-	cfg.MaxENI, cfg.IPsPerENI, cfg.MaxIdle, cfg.BatchWindow = 3, 30, 5, time.Second
-	a := h.cloud.addENI(t, 18)
-	var hs []Holding
-	for i := range 18 {
-		hs = append(hs, held(fmt.Sprintf("ns/p%d", i), a, i))
-	}
-	p := h.multiIP(cfg, hs...)
-	h.run(p.Run)
-	h.until("the loop to run", func() bool { return p.settled() && h.clk.Waiters() == 1 })
+	p, cfg, hs := h.fullENIPool(18)
 	for _, x := range hs[1:] {
 		p.Release(x.Owner, time.Time{})
 	}

@@ -450,16 +450,7 @@ func (s *Store) SetInstance(id string) error {
 	if s.isClosed() {
 		return fmt.Errorf("store %s: %w", s.path, ErrClosed)
 	}
-	err := faultTolerant("writing it", func() error {
-		return s.db.Update(func(tx *bolt.Tx) error {
-			meta := tx.Bucket([]byte(bucketMeta))
-			if id == "" {
-				return meta.Delete([]byte(metaInstance))
-			}
-			return meta.Put([]byte(metaInstance), []byte(id))
-		})
-	})
-	if err != nil {
+	if err := s.putMetaLocked(metaInstance, []byte(id)); err != nil {
 		return fmt.Errorf("store %s: set instance: %w", s.path, err)
 	}
 	s.mu.Lock()
@@ -489,15 +480,24 @@ func (s *Store) SetInstanceTypeInfo(info []byte) error {
 	if s.isClosed() {
 		return fmt.Errorf("store %s: %w", s.path, ErrClosed)
 	}
-	err := faultTolerant("writing it", func() error {
-		return s.db.Update(func(tx *bolt.Tx) error {
-			return tx.Bucket([]byte(bucketMeta)).Put([]byte(metaInstanceType), info)
-		})
-	})
-	if err != nil {
+	if err := s.putMetaLocked(metaInstanceType, info); err != nil {
 		return fmt.Errorf("store %s: set the instance type: %w", s.path, err)
 	}
 	return nil
+}
+
+// putMetaLocked commits (and fsyncs) value under key in the meta bucket;
+// an empty value deletes the key. The caller holds wmu.
+func (s *Store) putMetaLocked(key string, value []byte) error {
+	return faultTolerant("writing it", func() error {
+		return s.db.Update(func(tx *bolt.Tx) error {
+			meta := tx.Bucket([]byte(bucketMeta))
+			if len(value) == 0 {
+				return meta.Delete([]byte(key))
+			}
+			return meta.Put([]byte(key), value)
+		})
+	})
 }
 
 // Close closes the store; later calls return ErrClosed. Closing twice is a
