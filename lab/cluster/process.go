@@ -63,11 +63,16 @@ func (ps *procs) start(name string, argv ...string) (*proc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
+	// The pid file is written before anything waits for the process: until
+	// then even one that has already exited stays a zombie whose
+	// /proc/<pid>/stat still gives its start time.
+	if err := writePidFile(filepath.Join(ps.pidDir, name+".pid"), cmd.Process.Pid); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("pid file of %s: %w", name, err)
+	}
 	p := &proc{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() { p.err = cmd.Wait(); close(p.done) }()
-	if err := writePidFile(filepath.Join(ps.pidDir, name+".pid"), cmd.Process.Pid); err != nil {
-		return nil, err
-	}
 	ps.mu.Lock()
 	ps.list = append(ps.list, p)
 	ps.mu.Unlock()
