@@ -131,9 +131,9 @@ bench-fakecloud: ## Benchmark fakecloud (handler and SDK throughput)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./fakecloud/...
 
 .PHONY: bench-daemon
-bench-daemon: ## Benchmark terwayd: warm path, 100-pod burst, churn, RSS (about 1 min)
+bench-daemon: build ## Benchmark terwayd: warm path, 100-pod burst, churn, RSS of bin/terwayd (about 1 min)
 	$(GO) test -run '^$$' -bench '^BenchmarkWarmAllocRelease$$' -benchtime 2000x ./daemon/
-	$(GO) test -run '^$$' -bench '^(BenchmarkBurst100|BenchmarkChurn|BenchmarkDaemonRSS)$$' -benchtime 1x ./daemon/
+	TERWAYD=$(BIN)/terwayd $(GO) test -run '^$$' -bench '^(BenchmarkBurst100|BenchmarkChurn|BenchmarkDaemonRSS)$$' -benchtime 1x ./daemon/
 
 .PHONY: bench-cni
 bench-cni: ## Benchmark the terway plugin end to end: warm ADD and DEL p50/p99 (root, about 1 min)

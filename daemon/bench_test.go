@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -254,16 +256,21 @@ func BenchmarkChurn(b *testing.B) {
 	}
 }
 
-// BenchmarkDaemonRSS runs the daemon as its own process, allocates 100
-// pods through it and reports its peak resident set (VmHWM).
+// BenchmarkDaemonRSS runs terwayd as a node runs it — the binary TERWAYD
+// names (make bench-daemon passes bin/terwayd), else one built here with
+// the environment's GOFLAGS — against fakecloud and an HTTP API server,
+// allocates 100 pods through it and reports its peak resident set
+// (VmHWM). A daemon inside this test binary would count the tests' code
+// (and the fake clientset's every API group) as the daemon's.
 func BenchmarkDaemonRSS(b *testing.B) {
+	bin := terwaydBinary(b)
 	for i := 0; i < b.N; i++ {
 		l := newLab(b, bigNode)
 		var pods []string
 		for j := 0; j < 100; j++ {
 			pods = append(pods, fmt.Sprintf("rss/p%03d", j))
 		}
-		ch := l.startChild(pods)
+		ch := l.startTerwayd(bin, pods)
 		for j := 0; j < 100; j++ {
 			if _, err := alloc(b, ch.client, "rss", fmt.Sprintf("p%03d", j), fmt.Sprintf("c%03d", j)); err != nil {
 				b.Fatal(err)
@@ -280,6 +287,20 @@ func BenchmarkDaemonRSS(b *testing.B) {
 		}
 		ch.kill()
 	}
+}
+
+// terwaydBinary is $TERWAYD, or terwayd built into a temporary directory.
+func terwaydBinary(b *testing.B) string {
+	b.Helper()
+	if bin := os.Getenv("TERWAYD"); bin != "" {
+		return bin
+	}
+	bin := filepath.Join(b.TempDir(), "terwayd")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/terway-sim/terway/cmd/terwayd").CombinedOutput()
+	if err != nil {
+		b.Fatalf("build terwayd (or set TERWAYD): %v\n%s", err, out)
+	}
+	return bin
 }
 
 // vmHWM reads a process's peak resident set in KiB.

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/terway-sim/terway/daemon/config"
+	"github.com/terway-sim/terway/daemon/kubeapi/clientset"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/internal/testwait"
 	"github.com/terway-sim/terway/rpc"
@@ -150,7 +151,7 @@ func TestStatusWhileInitialising(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		d, err := New(ctxT(t), Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: nodeName, Kube: l.kube, StoreNoSync: true})
+		d, err := New(ctxT(t), Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: nodeName, Kube: clientset.Wrap(l.kube), StoreNoSync: true})
 		done <- result{d, err}
 	}()
 	select {

@@ -17,7 +17,6 @@ import (
 	"github.com/gofrs/flock"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"github.com/terway-sim/terway/daemon/backoff"
@@ -28,6 +27,7 @@ import (
 	"github.com/terway-sim/terway/daemon/hostnet"
 	"github.com/terway-sim/terway/daemon/ipam"
 	"github.com/terway-sim/terway/daemon/k8s"
+	"github.com/terway-sim/terway/daemon/kubeapi"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/daemon/store"
 	"github.com/terway-sim/terway/rpc"
@@ -39,7 +39,7 @@ type Options struct {
 	Mode     mode.Mode
 	Config   *config.Config
 	NodeName string
-	Kube     kubernetes.Interface
+	Kube     kubeapi.Interface
 	// Clock drives every interval; nil means the real clock.
 	Clock clock.WithTicker
 	// Logger receives structured logs; nil discards them.

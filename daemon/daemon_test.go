@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/terway-sim/terway/daemon/config"
+	"github.com/terway-sim/terway/daemon/kubeapi/clientset"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/internal/fakecloudtest"
@@ -112,7 +113,7 @@ func (l *lab) daemon(mutate func(*Options)) (*Daemon, rpc.TerwayBackendClient, f
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	o := Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: nodeName, Kube: l.kube, StoreNoSync: true}
+	o := Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: nodeName, Kube: clientset.Wrap(l.kube), StoreNoSync: true}
 	if mutate != nil {
 		mutate(&o)
 	}
@@ -272,7 +273,7 @@ func TestSecondDaemonRefused(t *testing.T) {
 	l := newLab(t)
 	l.daemon(nil)
 	cfg, _ := config.Parse([]byte(l.conf))
-	_, err := New(ctxT(t), Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: nodeName, Kube: l.kube, LockTimeout: 200 * time.Millisecond})
+	_, err := New(ctxT(t), Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: nodeName, Kube: clientset.Wrap(l.kube), LockTimeout: 200 * time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), "another terwayd holds") {
 		t.Fatalf("second daemon: %v", err)
 	}

@@ -72,7 +72,7 @@ func (d *Daemon) heal(ctx context.Context, h ipam.Healer) []ipam.Heal {
 // disruption budgets are respected); a pod that is gone needs nothing.
 func (d *Daemon) evict(ctx context.Context, ns, name string) {
 	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	err := d.opts.Kube.PolicyV1().Evictions(ns).Evict(ctx, ev)
+	err := d.opts.Kube.Pods(ns).EvictV1(ctx, ev)
 	switch {
 	case err == nil:
 		d.log.Warn("heal: evicted a pod whose address was lost out of band", "pod", ns+"/"+name)

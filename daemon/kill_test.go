@@ -27,8 +27,10 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/terway-sim/terway/daemon/config"
+	"github.com/terway-sim/terway/daemon/kubeapi/clientset"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/kubeserve"
 	"github.com/terway-sim/terway/internal/testwait"
 	"github.com/terway-sim/terway/rpc"
 )
@@ -46,17 +48,9 @@ func childMain() int {
 		if b, err := os.ReadFile(os.Getenv("TERWAYD_TEST_PODS")); err == nil {
 			_ = json.Unmarshal(b, &names)
 		}
-		objs := []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}}
-		for _, n := range names {
-			ns, name, _ := strings.Cut(n, "/")
-			objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(n)},
-				Spec: corev1.PodSpec{NodeName: nodeName}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
-		}
 		// The simple tracker: the field-managed one parses every
-		// apply-configuration type at creation (2.5 MiB of heap the
-		// daemon never uses), which BenchmarkDaemonRSS would count as the
-		// daemon's.
-		return fake.NewSimpleClientset(objs...), nil
+		// apply-configuration type at creation (2.5 MiB of heap).
+		return fake.NewSimpleClientset(podObjects(names)...), nil
 	})
 }
 
@@ -79,7 +73,7 @@ func serveChild(level slog.Level, kube func(context.Context, *slog.Logger) (kube
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	d, err := New(ctx, Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: nodeName, Kube: cs, Logger: logger})
+	d, err := New(ctx, Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: nodeName, Kube: clientset.Wrap(cs), Logger: logger})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
@@ -99,21 +93,70 @@ type child struct {
 	trace  rpc.TerwayTracingClient
 }
 
+// childPods writes pods ("namespace/name") as the child's pods file and
+// returns them as objects of the node, with the node itself.
+func (l *lab) childPods(pods []string) (path string, objs []runtime.Object) {
+	l.t.Helper()
+	path = filepath.Join(l.dir, "pods.json")
+	b, _ := json.Marshal(pods)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		l.t.Fatal(err)
+	}
+	return path, podObjects(pods)
+}
+
+// podObjects is the node and its running pods ("namespace/name").
+func podObjects(pods []string) []runtime.Object {
+	objs := []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}}
+	for _, n := range pods {
+		ns, name, _ := strings.Cut(n, "/")
+		objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(n)},
+			Spec: corev1.PodSpec{NodeName: nodeName}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
+	}
+	return objs
+}
+
+// configFile writes the lab's eni_conf for a daemon process.
+func (l *lab) configFile() string {
+	l.t.Helper()
+	path := filepath.Join(l.dir, "eni_conf")
+	if err := os.WriteFile(path, []byte(l.conf), 0o600); err != nil {
+		l.t.Fatal(err)
+	}
+	return path
+}
+
 // startChild runs the daemon process of l with pods and waits until it
 // serves.
 func (l *lab) startChild(pods []string) *child {
 	l.t.Helper()
-	cfgPath := filepath.Join(l.dir, "eni_conf")
-	if err := os.WriteFile(cfgPath, []byte(l.conf), 0o600); err != nil {
-		l.t.Fatal(err)
-	}
-	podsPath := filepath.Join(l.dir, "pods.json")
-	b, _ := json.Marshal(pods)
-	if err := os.WriteFile(podsPath, b, 0o600); err != nil {
-		l.t.Fatal(err)
-	}
+	podsPath, _ := l.childPods(pods)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=1", "TERWAYD_TEST_CONFIG="+cfgPath, "TERWAYD_TEST_PODS="+podsPath)
+	cmd.Env = append(os.Environ(), childEnv+"=1", "TERWAYD_TEST_CONFIG="+l.configFile(), "TERWAYD_TEST_PODS="+podsPath)
+	return l.runChild(cmd)
+}
+
+// startTerwayd runs the terwayd binary bin as the daemon of l, with its
+// API server an HTTP one over a fake clientset holding pods, and waits
+// until it serves. It never touches the host: no host network namespace
+// to clean, no device plugin, its debug socket in the lab's directory.
+func (l *lab) startTerwayd(bin string, pods []string) *child {
+	l.t.Helper()
+	srv := kubeserve.New(fake.NewSimpleClientset(podObjects(pods)...))
+	l.t.Cleanup(srv.Close)
+	kubeconfig, err := srv.Kubeconfig(l.dir)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config", l.configFile(), "--kubeconfig", kubeconfig, "--host-netns=",
+		"--device-plugin-dir=", "--readonly-listen", "unix://"+filepath.Join(l.dir, "debug.socket"))
+	cmd.Env = append(os.Environ(), "NODE_NAME="+nodeName, "POOL_CHECK_PERIOD_SECONDS=0")
+	return l.runChild(cmd)
+}
+
+// runChild starts cmd, a daemon process of l, and waits until it serves.
+func (l *lab) runChild(cmd *exec.Cmd) *child {
+	l.t.Helper()
 	// The daemon's log goes to a file, shown when the test fails.
 	logf, err := os.CreateTemp(l.dir, "child-*.log")
 	if err != nil {

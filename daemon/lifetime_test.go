@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/terway-sim/terway/daemon/kubeapi/clientset"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/rpc"
@@ -29,7 +30,7 @@ func TestServeStopsCloudCallsInFlight(t *testing.T) {
 	t.Cleanup(func() { l.cloud.RemoveFault(hold) })
 	cfg := l.daemonConfig()
 	reg := prometheus.NewRegistry()
-	d, err := New(ctxT(t), Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: nodeName, Kube: l.kube, StoreNoSync: true,
+	d, err := New(ctxT(t), Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: nodeName, Kube: clientset.Wrap(l.kube), StoreNoSync: true,
 		Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +90,7 @@ func TestServeStopsCloudCallsInFlight(t *testing.T) {
 	// The store and the node lock were closed before Serve returned: a
 	// new daemon takes them at once (New waits 5 s for the lock at most).
 	l.cloud.RemoveFault(hold)
-	next, err := New(ctxT(t), Options{Mode: mode.ENIMultiIP, Config: l.daemonConfig(), NodeName: nodeName, Kube: l.kube,
+	next, err := New(ctxT(t), Options{Mode: mode.ENIMultiIP, Config: l.daemonConfig(), NodeName: nodeName, Kube: clientset.Wrap(l.kube),
 		StoreNoSync: true, LockTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("a daemon after Serve returned: %v", err)

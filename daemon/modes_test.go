@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/terway-sim/terway/daemon/kubeapi/clientset"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/internal/testwait"
@@ -102,7 +103,7 @@ func TestVPCMode(t *testing.T) {
 	l2 := newLab(t)
 	cfgErr := func() error {
 		cfg := l2.daemonConfig()
-		_, err := New(ctxT(t), Options{Mode: mode.VPC, Config: cfg, NodeName: nodeName, Kube: l2.kube, StoreNoSync: true})
+		_, err := New(ctxT(t), Options{Mode: mode.VPC, Config: cfg, NodeName: nodeName, Kube: clientset.Wrap(l2.kube), StoreNoSync: true})
 		return err
 	}()
 	if cfgErr == nil || !strings.Contains(cfgErr.Error(), "podCIDR") {

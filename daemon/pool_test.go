@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/terway-sim/terway/daemon/kubeapi/clientset"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/daemon/store"
 	"github.com/terway-sim/terway/fakecloud"
@@ -198,7 +199,7 @@ func TestTerwayDBRefusedThenImported(t *testing.T) {
 	db.Close()
 	before, _ := os.ReadFile(path)
 
-	_, err = New(ctxT(t), Options{Mode: mode.ENIMultiIP, Config: l.daemonConfig(), NodeName: nodeName, Kube: l.kube, StoreNoSync: true})
+	_, err = New(ctxT(t), Options{Mode: mode.ENIMultiIP, Config: l.daemonConfig(), NodeName: nodeName, Kube: clientset.Wrap(l.kube), StoreNoSync: true})
 	if err == nil || !strings.Contains(err.Error(), "written by Terway") || !strings.Contains(err.Error(), "refusing") {
 		t.Fatalf("Terway DB without import: %v", err)
 	}

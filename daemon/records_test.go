@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/terway-sim/terway/daemon/kubeapi/clientset"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/internal/testwait"
@@ -96,7 +97,7 @@ func TestListRecords(t *testing.T) {
 // stopped, says so (Unavailable) instead of answering empty records.
 func TestListRecordsUnavailable(t *testing.T) {
 	l := newLab(t)
-	d, err := New(ctxT(t), Options{Mode: mode.ENIMultiIP, Config: l.daemonConfig(), NodeName: nodeName, Kube: l.kube, StoreNoSync: true})
+	d, err := New(ctxT(t), Options{Mode: mode.ENIMultiIP, Config: l.daemonConfig(), NodeName: nodeName, Kube: clientset.Wrap(l.kube), StoreNoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

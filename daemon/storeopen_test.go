@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/terway-sim/terway/daemon/kubeapi/clientset"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/daemon/store"
 	"github.com/terway-sim/terway/daemon/store/storetest"
@@ -46,7 +47,7 @@ func asideFiles(t *testing.T, path string) []string {
 
 func newDaemon(t *testing.T, l *lab, mutate func(*Options)) (*Daemon, error) {
 	t.Helper()
-	o := Options{Mode: mode.ENIMultiIP, Config: l.daemonConfig(), NodeName: nodeName, Kube: l.kube, StoreNoSync: true}
+	o := Options{Mode: mode.ENIMultiIP, Config: l.daemonConfig(), NodeName: nodeName, Kube: clientset.Wrap(l.kube), StoreNoSync: true}
 	if mutate != nil {
 		mutate(&o)
 	}

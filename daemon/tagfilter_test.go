@@ -12,6 +12,7 @@ import (
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
 
 	"github.com/terway-sim/terway/daemon/cloud"
+	"github.com/terway-sim/terway/daemon/kubeapi/clientset"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/internal/testwait"
@@ -191,7 +192,7 @@ func TestENITagFilterContradiction(t *testing.T) {
 		l.conf = strings.Replace(l.conf, `"cluster_id":"c-test"`,
 			`"cluster_id":"c-test","eni_tags":{"team":"net"},"eni_tag_filter":`+filter, 1)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		d, err := New(ctx, Options{Mode: mode.ENIMultiIP, Config: l.daemonConfig(), NodeName: nodeName, Kube: l.kube, StoreNoSync: true})
+		d, err := New(ctx, Options{Mode: mode.ENIMultiIP, Config: l.daemonConfig(), NodeName: nodeName, Kube: clientset.Wrap(l.kube), StoreNoSync: true})
 		cancel()
 		if err == nil {
 			d.Close()

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/terway-sim/terway/daemon"
+	"github.com/terway-sim/terway/daemon/kubeapi/clientset"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/rpc"
 )
@@ -89,7 +90,7 @@ func (f *fleet) runNode(ctx context.Context, n *fleetNode) {
 func (f *fleet) startDaemon(ctx context.Context, n *fleetNode) (*fleetDaemon, error) {
 	delay := fleetCrashLoop
 	for {
-		d, err := daemon.New(ctx, daemon.Options{Mode: mode.ENIMultiIP, Config: n.cfg, NodeName: n.name, Kube: n.api,
+		d, err := daemon.New(ctx, daemon.Options{Mode: mode.ENIMultiIP, Config: n.cfg, NodeName: n.name, Kube: clientset.Wrap(n.api),
 			Logger: f.o.DaemonLogger, HTTPClient: f.srv.mdClient, StoreNoSync: true})
 		if err == nil {
 			r := &fleetDaemon{d: d, served: make(chan error, 1)}

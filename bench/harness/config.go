@@ -13,6 +13,7 @@ import (
 	"github.com/terway-sim/terway/daemon/backoff"
 	"github.com/terway-sim/terway/daemon/config"
 	"github.com/terway-sim/terway/daemon/dynconfig"
+	"github.com/terway-sim/terway/daemon/kubeapi/clientset"
 	"github.com/terway-sim/terway/fakecloud"
 )
 
@@ -73,7 +74,7 @@ func NodeConfig(ctx context.Context, kube kubernetes.Interface, node string, m m
 	if err != nil {
 		return nil, fmt.Errorf("encode eni_conf: %w", err)
 	}
-	return dynconfig.Load(ctx, kube, node, b, dynconfig.DefaultNamespace)
+	return dynconfig.Load(ctx, clientset.Wrap(kube), node, b, dynconfig.DefaultNamespace)
 }
 
 // scaledConfig is sim (simulated time) at time scale s: every duration

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/terway-sim/terway/daemon"
+	"github.com/terway-sim/terway/daemon/kubeapi/clientset"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/rpc"
@@ -127,7 +128,7 @@ func (n *Node) start(ctx context.Context, h *Harness, dir string) error {
 	if err != nil {
 		return err
 	}
-	d, err := daemon.New(ctx, daemon.Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: n.Name, Kube: n.Kube,
+	d, err := daemon.New(ctx, daemon.Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: n.Name, Kube: clientset.Wrap(n.Kube),
 		Logger: h.opts.Logger.With("node", n.Name), StoreNoSync: h.opts.StoreNoSync})
 	if err != nil {
 		return err

@@ -24,7 +24,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	dpapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
@@ -32,6 +31,7 @@ import (
 	"github.com/terway-sim/terway/daemon"
 	"github.com/terway-sim/terway/daemon/config"
 	"github.com/terway-sim/terway/daemon/dynconfig"
+	"github.com/terway-sim/terway/daemon/kubeapi"
 	"github.com/terway-sim/terway/daemon/mode"
 )
 
@@ -109,7 +109,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 	}
 	// The config is read with client-go's default limits; the daemon's
 	// client then gets kube_client_qps and kube_client_burst.
-	boot, err := kubernetes.NewForConfig(rc)
+	boot, err := kubeapi.NewForConfig(rc)
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
@@ -117,7 +117,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	kube, err := kubernetes.NewForConfig(withLimits(rc, cfg))
+	kube, err := kubeapi.NewForConfig(withLimits(rc, cfg))
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
@@ -183,7 +183,7 @@ func withLimits(rc *rest.Config, cfg *config.Config) *rest.Config {
 
 // loadConfig reads eni_conf, applies the node's dynamic config (in
 // POD_NAMESPACE) and the endpoint environment variables.
-func loadConfig(ctx context.Context, path string, kube kubernetes.Interface, node string) (*config.Config, error) {
+func loadConfig(ctx context.Context, path string, kube kubeapi.Interface, node string) (*config.Config, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) && path == config.DefaultPath {
 		data, err = os.ReadFile(config.DefaultLegacyPath)

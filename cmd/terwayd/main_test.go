@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/terway-sim/terway/daemon/kubeapi/clientset"
 )
 
 func TestLoadConfigWithDynamicConfig(t *testing.T) {
@@ -27,31 +29,31 @@ func TestLoadConfigWithDynamicConfig(t *testing.T) {
 	)
 	t.Setenv("POD_NAMESPACE", "")
 	t.Setenv("ECS_ENDPOINT", "http://127.0.0.1:1")
-	cfg, err := loadConfig(context.Background(), base, kube, "n1")
+	cfg, err := loadConfig(context.Background(), base, clientset.Wrap(kube), "n1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.MaxPoolSize != 20 || cfg.MinPoolSize != 0 || cfg.VSwitches["z"][0] != "vsw-b" || cfg.ECSEndpoint() != "http://127.0.0.1:1" {
 		t.Fatalf("merged config: max %d min %d vswitches %v ecs %q", cfg.MaxPoolSize, cfg.MinPoolSize, cfg.VSwitches, cfg.ECSEndpoint())
 	}
-	plain, err := loadConfig(context.Background(), base, kube, "n2")
+	plain, err := loadConfig(context.Background(), base, clientset.Wrap(kube), "n2")
 	if err != nil || plain.MaxPoolSize != 5 {
 		t.Fatalf("node without dynamic config: %v %v", plain, err)
 	}
 	// POD_NAMESPACE is where the ConfigMap is read.
 	t.Setenv("POD_NAMESPACE", "elsewhere")
-	if _, err := loadConfig(context.Background(), base, kube, "n1"); err == nil || !strings.Contains(err.Error(), "elsewhere/big-pool") {
+	if _, err := loadConfig(context.Background(), base, clientset.Wrap(kube), "n1"); err == nil || !strings.Contains(err.Error(), "elsewhere/big-pool") {
 		t.Fatalf("dynamic config in POD_NAMESPACE elsewhere: %v", err)
 	}
 	t.Setenv("POD_NAMESPACE", "")
-	if _, err := loadConfig(context.Background(), filepath.Join(dir, "missing"), kube, "n2"); err == nil {
+	if _, err := loadConfig(context.Background(), filepath.Join(dir, "missing"), clientset.Wrap(kube), "n2"); err == nil {
 		t.Fatal("missing config accepted")
 	}
 	bad := filepath.Join(dir, "bad")
 	if err := os.WriteFile(bad, []byte(`{"max_pool_size":-1,"ip_stack":"ipv6"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = loadConfig(context.Background(), bad, kube, "n2")
+	_, err = loadConfig(context.Background(), bad, clientset.Wrap(kube), "n2")
 	if err == nil || !strings.Contains(err.Error(), "max_pool_size") || !strings.Contains(err.Error(), "ip_stack") {
 		t.Fatalf("bad config: %v", err)
 	}

@@ -17,10 +17,10 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/terway-sim/terway/daemon/config"
 	"github.com/terway-sim/terway/daemon/k8s"
+	"github.com/terway-sim/terway/daemon/kubeapi"
 )
 
 const (
@@ -41,7 +41,7 @@ const (
 // is not JSON, is an error naming the ConfigMap and the node; so is a
 // merged document that does not parse. A ConfigMap without eni_conf
 // changes nothing.
-func Load(ctx context.Context, kube kubernetes.Interface, node string, base []byte, namespace string) (*config.Config, error) {
+func Load(ctx context.Context, kube kubeapi.Interface, node string, base []byte, namespace string) (*config.Config, error) {
 	data, source, err := document(ctx, kube, node, base, namespace)
 	if err != nil {
 		return nil, err
@@ -56,8 +56,8 @@ func Load(ctx context.Context, kube kubernetes.Interface, node string, base []by
 // document is Load without the parse: the merged eni_conf document, and
 // source, which names the dynamic config applied ("dynamic config
 // <namespace>/<name> of node <node>"), empty when base is returned as it is.
-func document(ctx context.Context, kube kubernetes.Interface, node string, base []byte, namespace string) (data []byte, source string, err error) {
-	n, err := kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+func document(ctx context.Context, kube kubeapi.Interface, node string, base []byte, namespace string) (data []byte, source string, err error) {
+	n, err := kube.Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
 		return base, "", nil
 	}
@@ -69,7 +69,7 @@ func document(ctx context.Context, kube kubernetes.Interface, node string, base 
 		namespace = DefaultNamespace
 	}
 	source = fmt.Sprintf("dynamic config %s/%s of node %s", namespace, name, node)
-	cm, err := kube.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+	cm, err := kube.ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", source, err)
 	}

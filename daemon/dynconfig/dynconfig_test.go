@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/terway-sim/terway/daemon/k8s"
+	"github.com/terway-sim/terway/daemon/kubeapi/clientset"
 )
 
 const base = `{"max_pool_size":5,"min_pool_size":1,"vswitches":{"z":["vsw-a"]},"cluster_id":"c-base"}`
@@ -46,7 +47,7 @@ func TestLoad(t *testing.T) {
 	ctx := context.Background()
 	load := func(node, ns string) (maxPool, minPool int, vsw, cluster string, err error) {
 		t.Helper()
-		cfg, err := Load(ctx, kube, node, []byte(base), ns)
+		cfg, err := Load(ctx, clientset.Wrap(kube), node, []byte(base), ns)
 		if err != nil {
 			return 0, 0, "", "", err
 		}
@@ -104,7 +105,7 @@ func TestLoad(t *testing.T) {
 		})
 	}
 
-	if _, err := Load(ctx, kube, "plain", []byte(`{"max_pool_size":-1}`), ""); err == nil ||
+	if _, err := Load(ctx, clientset.Wrap(kube), "plain", []byte(`{"max_pool_size":-1}`), ""); err == nil ||
 		strings.Contains(err.Error(), "dynamic config") || !strings.Contains(err.Error(), "max_pool_size") {
 		t.Errorf("invalid base without dynamic config: %v", err)
 	}

@@ -29,7 +29,7 @@ func (c *Client) NodeEventNow(ctx context.Context, t EventType, reason, message 
 		ReportingController: "terway-daemon",
 		ReportingInstance:   c.node,
 	}
-	if _, err := c.cs.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+	if _, err := c.cs.Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("record node event %s on %s: %w", reason, c.node, err)
 	}
 	return nil

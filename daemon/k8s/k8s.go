@@ -21,14 +21,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	listerscorev1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/terway-sim/terway/daemon/kubeapi"
 )
 
 // Annotations and resources the daemon reads or writes.
@@ -88,11 +89,11 @@ func (p Pod) Alive() bool { return p.Phase != corev1.PodSucceeded && p.Phase != 
 
 // Client is the daemon's Kubernetes access for one node.
 type Client struct {
-	cs          kubernetes.Interface
+	cs          kubeapi.Interface
 	node        string
 	statefulish map[string]bool
 	log         *slog.Logger
-	factory     informers.SharedInformerFactory
+	informer    cache.SharedIndexInformer
 	pods        listerscorev1.PodLister
 	synced      cache.InformerSynced
 	broadcaster record.EventBroadcaster
@@ -101,11 +102,13 @@ type Client struct {
 	// context that started them.
 	stop     chan struct{}
 	stopOnce sync.Once
+	// ran is closed when the informer started by Start has returned.
+	ran chan struct{}
 }
 
 // New returns a client watching the pods of node. statefulKinds are owner
 // kinds (besides StatefulSet) whose pods keep their address.
-func New(cs kubernetes.Interface, node string, statefulKinds []string, log *slog.Logger) *Client {
+func New(cs kubeapi.Interface, node string, statefulKinds []string, log *slog.Logger) *Client {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -113,21 +116,41 @@ func New(cs kubernetes.Interface, node string, statefulKinds []string, log *slog
 	for _, k := range statefulKinds {
 		kinds[strings.ToLower(k)] = true
 	}
-	f := informers.NewSharedInformerFactoryWithOptions(cs, 30*time.Minute, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
-	}))
-	inf := f.Core().V1().Pods()
+	inf := cache.NewSharedIndexInformer(podsOfNode(cs, node), &corev1.Pod{}, 30*time.Minute,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
-	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "terway-daemon", Host: node})
-	return &Client{cs: cs, node: node, statefulish: kinds, log: log, factory: f, pods: inf.Lister(),
-		synced: inf.Informer().HasSynced, broadcaster: b, recorder: rec, stop: make(chan struct{})}
+	b.StartRecordingToSink(eventSink{cs})
+	rec := b.NewRecorder(kubeapi.Scheme, corev1.EventSource{Component: "terway-daemon", Host: node})
+	return &Client{cs: cs, node: node, statefulish: kinds, log: log, informer: inf, pods: listerscorev1.NewPodLister(inf.GetIndexer()),
+		synced: inf.HasSynced, broadcaster: b, recorder: rec, stop: make(chan struct{})}
+}
+
+// podsOfNode lists and watches the pods scheduled to node, with what the
+// API server (or a fake clientset) says of watch-list support.
+func podsOfNode(cs kubeapi.Interface, node string) cache.ListerWatcher {
+	sel := fields.OneTermEqualSelector("spec.nodeName", node).String()
+	pods := cs.Pods(metav1.NamespaceAll)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return pods.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return pods.Watch(ctx, o)
+		},
+	}
+	return cache.ToListWatcherWithWatchListSemantics(lw, cs)
 }
 
 // Start runs the informer until Stop and waits (at most as long as ctx)
 // for its cache to fill.
 func (c *Client) Start(ctx context.Context) error {
-	c.factory.Start(c.stop)
+	c.ran = make(chan struct{})
+	go func() {
+		defer close(c.ran)
+		c.informer.RunWithContext(wait.ContextForChannel(c.stop))
+	}()
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
 		return fmt.Errorf("pod informer of node %s did not sync: %w", c.node, ctx.Err())
 	}
@@ -138,12 +161,15 @@ func (c *Client) Start(ctx context.Context) error {
 // until it has, Pods is no account of them.
 func (c *Client) Synced() bool { return c.synced() }
 
-// Stop ends event recording and the informers.
+// Stop ends event recording and the informer, and waits for the
+// informer to return.
 func (c *Client) Stop() {
 	c.stopOnce.Do(func() {
 		close(c.stop)
 		c.broadcaster.Shutdown()
-		c.factory.Shutdown()
+		if c.ran != nil {
+			<-c.ran
+		}
 	})
 }
 
@@ -156,7 +182,7 @@ func (c *Client) NodeName() string { return c.node }
 func (c *Client) Pod(ctx context.Context, namespace, name string) (Pod, error) {
 	p, err := c.pods.Pods(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
-		p, err = c.cs.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		p, err = c.cs.Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 	}
 	if err != nil {
 		return Pod{}, fmt.Errorf("get pod %s/%s: %w", namespace, name, err)
@@ -185,7 +211,7 @@ func (c *Client) Pods() ([]Pod, error) {
 // PodExists asks the API server directly (GC double-checks before
 // releasing).
 func (c *Client) PodExists(ctx context.Context, namespace, name string) (Pod, bool, error) {
-	p, err := c.cs.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	p, err := c.cs.Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return Pod{}, false, nil
 	}
@@ -310,7 +336,7 @@ func (c *Client) NodeEvent(t EventType, reason, message string) {
 
 // Node returns the node object.
 func (c *Client) Node(ctx context.Context) (*corev1.Node, error) {
-	n, err := c.cs.CoreV1().Nodes().Get(ctx, c.node, metav1.GetOptions{})
+	n, err := c.cs.Nodes().Get(ctx, c.node, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("get node %s: %w", c.node, err)
 	}
@@ -321,7 +347,7 @@ func (c *Client) Node(ctx context.Context) (*corev1.Node, error) {
 // (node.kubernetes.io/instance-type), this one included.
 func (c *Client) NodesOfType(ctx context.Context, instanceType string, limit int64) ([]corev1.Node, error) {
 	sel := labels.SelectorFromSet(labels.Set{corev1.LabelInstanceTypeStable: instanceType}).String()
-	l, err := c.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel, Limit: limit})
+	l, err := c.cs.Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel, Limit: limit})
 	if err != nil {
 		return nil, fmt.Errorf("list nodes of type %s: %w", instanceType, err)
 	}
@@ -334,7 +360,7 @@ func (c *Client) AnnotateNode(ctx context.Context, ann map[string]string) error 
 	if err != nil {
 		return err
 	}
-	_, err = c.cs.CoreV1().Nodes().Patch(ctx, c.node, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err = c.cs.Nodes().Patch(ctx, c.node, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		return fmt.Errorf("annotate node %s: %w", c.node, err)
 	}
@@ -359,7 +385,7 @@ func (c *Client) SetCondition(ctx context.Context, t corev1.NodeConditionType, s
 	if err != nil {
 		return err
 	}
-	_, err = c.cs.CoreV1().Nodes().Patch(ctx, c.node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	_, err = c.cs.Nodes().Patch(ctx, c.node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	if err != nil {
 		return fmt.Errorf("set condition %s on node %s: %w", t, c.node, err)
 	}
@@ -368,7 +394,7 @@ func (c *Client) SetCondition(ctx context.Context, t corev1.NodeConditionType, s
 
 // ConfigMapData reads a ConfigMap's data.
 func (c *Client) ConfigMapData(ctx context.Context, namespace, name string) (map[string]string, error) {
-	cm, err := c.cs.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+	cm, err := c.cs.ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("get ConfigMap %s/%s: %w", namespace, name, err)
 	}

@@ -55,7 +55,7 @@ func (c *Client) PatchPodIPs(ctx context.Context, namespace, name, uid, value st
 	if err != nil {
 		return false, err
 	}
-	if _, err := c.cs.CoreV1().Pods(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := c.cs.Pods(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return false, fmt.Errorf("annotate pod %s/%s with %s: %w", namespace, name, AnnotationPodIPs, err)
 	}
 	return true, nil

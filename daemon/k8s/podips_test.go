@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/terway-sim/terway/daemon/kubeapi/clientset"
 	"github.com/terway-sim/terway/internal/testwait"
 )
 
@@ -44,7 +45,7 @@ func TestPatchPodIPs(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "u1",
 		Annotations: map[string]string{"other": "kept"}}, Spec: corev1.PodSpec{NodeName: "node-1"}}
 	cs := fake.NewClientset(pod)
-	c := New(cs, "node-1", nil, nil)
+	c := New(clientset.Wrap(cs), "node-1", nil, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := c.Start(ctx); err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/terway-sim/terway/daemon"
 	"github.com/terway-sim/terway/daemon/config"
 	"github.com/terway-sim/terway/daemon/dynconfig"
+	"github.com/terway-sim/terway/daemon/kubeapi/clientset"
 	"github.com/terway-sim/terway/internal/nsexec"
 	"github.com/terway-sim/terway/internal/testlog"
 	"github.com/terway-sim/terway/lab/fabric"
@@ -77,7 +78,7 @@ func Config(t testing.TB, kube kubernetes.Interface, node string, conf map[strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := dynconfig.Load(setupContext(t), kube, node, raw, dynconfig.DefaultNamespace)
+	cfg, err := dynconfig.Load(setupContext(t), clientset.Wrap(kube), node, raw, dynconfig.DefaultNamespace)
 	if err != nil {
 		t.Fatalf("configuration of %s: %v", node, err)
 	}

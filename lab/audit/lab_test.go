@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/terway-sim/terway/daemon"
+	"github.com/terway-sim/terway/daemon/kubeapi/clientset"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/internal/daemontest"
@@ -91,7 +92,7 @@ func (e *labEnv) startDaemon() {
 			"eni_delete_confirm": bo, "wait_eni_status": bo, "meta_assign_private_ip": bo, "meta_unassign_private_ip": bo,
 			"metadata": bo},
 	})
-	_, e.stopDaemon = e.ln.Start(e.t, daemon.Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: nodeName, Kube: e.kube})
+	_, e.stopDaemon = e.ln.Start(e.t, daemon.Options{Mode: mode.ENIMultiIP, Config: cfg, NodeName: nodeName, Kube: clientset.Wrap(e.kube)})
 }
 
 // input is the audit's view of this lab.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/terway-sim/terway/daemon"
 	"github.com/terway-sim/terway/daemon/config"
+	"github.com/terway-sim/terway/daemon/kubeapi/clientset"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/internal/daemontest"
@@ -154,7 +155,7 @@ func (n *node) daemonConfig(extra map[string]any) *config.Config {
 // start runs the node's daemon until the test ends or stop is called.
 func (n *node) start(extra map[string]any) {
 	n.e.t.Helper()
-	n.d, n.stop = n.ln.Start(n.e.t, daemon.Options{Mode: n.mode, Config: n.daemonConfig(extra), NodeName: n.name, Kube: n.kube})
+	n.d, n.stop = n.ln.Start(n.e.t, daemon.Options{Mode: n.mode, Config: n.daemonConfig(extra), NodeName: n.name, Kube: clientset.Wrap(n.kube)})
 }
 
 // pluginConf is the terway entry of the node's network configuration.

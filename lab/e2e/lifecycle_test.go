@@ -17,6 +17,7 @@ import (
 
 	"github.com/terway-sim/terway/cni/datapath"
 	"github.com/terway-sim/terway/daemon"
+	"github.com/terway-sim/terway/daemon/kubeapi/clientset"
 	"github.com/terway-sim/terway/internal/testwait"
 )
 
@@ -154,7 +155,7 @@ func TestStatus(t *testing.T) {
 	cfg := n.daemonConfig(map[string]any{"metadata_endpoint": slow.URL})
 	done := make(chan error, 1)
 	go func() {
-		d, err := daemon.New(context.Background(), daemon.Options{Mode: n.mode, Config: cfg, NodeName: n.name, Kube: n.kube, StoreNoSync: true})
+		d, err := daemon.New(context.Background(), daemon.Options{Mode: n.mode, Config: cfg, NodeName: n.name, Kube: clientset.Wrap(n.kube), StoreNoSync: true})
 		if err == nil {
 			err = d.Close()
 		}
