@@ -133,7 +133,7 @@ func (inv *invocation) setup(ctx context.Context, client *daemonClient, reply *r
 		return nil, nil, types.NewError(types.ErrIOFailure, err.Error(), "")
 	}
 	var result *current.Result
-	inv.phases.datapathLockWait, err = withDatapathLockTimed(ctx, inv.state.dir, func() error {
+	inv.phases.datapathLockWait, err = withDatapathLockTimed(ctx, inv.state.dir, spec, false, func() error {
 		t0 := time.Now()
 		defer func() { inv.phases.datapath = time.Since(t0) }()
 		var err error

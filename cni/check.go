@@ -34,7 +34,7 @@ func (p *plugin) cmdCheck(ctx context.Context, inv *invocation) error {
 	if err := inv.checkDaemon(ctx, att); err != nil {
 		return err
 	}
-	err = withDatapathLock(ctx, inv.state.dir, func() error { return datapath.Check(&spec) })
+	err = withDatapathLock(ctx, inv.state.dir, &spec, false, func() error { return datapath.Check(&spec) })
 	if err != nil {
 		inv.log.Warn("check failed", "err", err)
 		return types.NewError(types.ErrInternal, fmt.Sprintf("CHECK pod %s: %s datapath: %v", att.Pod, spec.Kind, err), "")

@@ -15,7 +15,7 @@
 //     eniip_virtual_type IPVlan and datapathv2 fall back to PolicyRoute
 //     with a VirtualModeChanged pod event, there being no ipvlan or eBPF
 //     datapath here) → write the state file → datapath.Setup under the
-//     node-wide lock → result. A failure after AllocIP tears down,
+//     datapath locks → result. A failure after AllocIP tears down,
 //     releases the address ("roll back ip for error: …") and removes the
 //     state file.
 //   - DEL: idempotent. Teardown from the state file (else the daemon's
@@ -60,10 +60,16 @@
 // fsynced, since what it describes does not outlive a node crash; dir
 // 0700), written before Setup, so DEL and GC can undo an attachment
 // without the daemon; <containerID>.container.lock serialises the
-// invocations of one container; datapath.lock serialises the datapath
-// work of the node (11 s at most, like Terway's; a blocking flock, handed
-// to the next waiter as soon as it is free, where Terway polls every
-// 200 ms). The daemon calls stay outside the node-wide lock.
+// invocations of one container. The datapath work of PolicyRoute and
+// VPCRoute pods, whose node-side objects are the pod's own or shared ones
+// that concurrent setups converge on, holds datapath.lock shared and
+// <hostVeth>.veth.lock exclusive (every sandbox of a pod has the same host
+// veth; a teardown removes it): the pods of a node set up at once, but one
+// pod's old and new sandbox never do. IPVlan and ExclusiveENI hold
+// datapath.lock exclusive, as Terway's plugin does for every kind. Both
+// wait 11 s at most, like Terway's, on a blocking flock handed to the next
+// waiter as soon as it is free, where Terway polls every 200 ms. The
+// daemon calls stay outside the datapath locks.
 //
 // # Timeout chain
 //

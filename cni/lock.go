@@ -8,12 +8,23 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+
+	"github.com/terway-sim/terway/cni/datapath"
 )
 
 // The node-wide datapath lock is Terway's, given up after 11 s.
 const (
 	datapathLockName    = "datapath.lock"
 	datapathLockTimeout = 11 * time.Second
+)
+
+// lockMode is how a lock file is held: shared (flock LOCK_SH) or
+// exclusive.
+type lockMode bool
+
+const (
+	exclusive lockMode = false
+	shared    lockMode = true
 )
 
 // fileLock is an exclusive flock(2) on a file (gofrs/flock): the kernel
@@ -23,14 +34,14 @@ type fileLock struct {
 	fl *flock.Flock
 }
 
-// lockFile takes an exclusive lock on path, creating the file (0600),
-// waiting until ctx ends. A lock file may be removed by its holder (DEL
-// removes the container's): after locking, the file must still be the
-// one at path, or the lock is taken again on the new file.
-func lockFile(ctx context.Context, path string) (*fileLock, error) {
+// lockFile takes a lock on path, creating the file (0600), waiting until
+// ctx ends. A lock file may be removed by its holder (DEL removes the
+// container's): after locking, the file must still be the one at path, or
+// the lock is taken again on the new file.
+func lockFile(ctx context.Context, path string, mode lockMode) (*fileLock, error) {
 	for {
 		fl := flock.New(path, flock.SetPermissions(0o600))
-		if err := lockOrGiveUp(ctx, fl); err != nil {
+		if err := lockOrGiveUp(ctx, fl, mode); err != nil {
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
 		if sameFile(fl, path) {
@@ -46,12 +57,16 @@ func lockFile(ctx context.Context, path string) (*fileLock, error) {
 // a second and more for a datapath setup of a few milliseconds each. A
 // waiter whose ctx ends gives up; its blocked call is left to return,
 // and lets go at once if it got the lock.
-func lockOrGiveUp(ctx context.Context, fl *flock.Flock) error {
-	if ok, err := fl.TryLock(); err != nil || ok {
+func lockOrGiveUp(ctx context.Context, fl *flock.Flock, mode lockMode) error {
+	try, lock := fl.TryLock, fl.Lock
+	if mode == shared {
+		try, lock = fl.TryRLock, fl.RLock
+	}
+	if ok, err := try(); err != nil || ok {
 		return err
 	}
 	done := make(chan error, 1)
-	go func() { done <- fl.Lock() }()
+	go func() { done <- lock() }()
 	select {
 	case err := <-done:
 		return err
@@ -98,28 +113,58 @@ func lockContainer(ctx context.Context, stateDir, containerID string) (*fileLock
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state dir %s: %w", stateDir, err)
 	}
-	return lockFile(ctx, containerLockPath(stateDir, containerID))
+	return lockFile(ctx, containerLockPath(stateDir, containerID), exclusive)
 }
 
-// withDatapathLock runs fn under the node-wide datapath lock, waiting at
-// most datapathLockTimeout (and not past ctx).
-func withDatapathLock(ctx context.Context, stateDir string, fn func() error) error {
-	_, err := withDatapathLockTimed(ctx, stateDir, fn)
+// podLockPath is the lock of one pod's datapath, named for its host veth,
+// which every sandbox of the pod shares: a DEL of the old sandbox and an
+// ADD of the new one never run at once.
+func podLockPath(stateDir, hostVeth string) string {
+	return filepath.Join(stateDir, hostVeth+".veth.lock")
+}
+
+// withDatapathLock runs fn under the datapath locks spec needs, waiting at
+// most datapathLockTimeout (and not past ctx). With gone, a pod lock is
+// removed once fn has succeeded: the pod's datapath is gone with it.
+func withDatapathLock(ctx context.Context, stateDir string, spec *datapath.Spec, gone bool, fn func() error) error {
+	_, err := withDatapathLockTimed(ctx, stateDir, spec, gone, fn)
 	return err
 }
 
 // withDatapathLockTimed is withDatapathLock that also says how long it
-// waited for the lock (ADD logs it).
-func withDatapathLockTimed(ctx context.Context, stateDir string, fn func() error) (time.Duration, error) {
+// waited for the locks (ADD logs it).
+//
+// A kind whose pods may be set up at once (spec.SetsUpConcurrently) holds
+// the node's datapath lock shared and its pod's lock exclusive: ten pods
+// starting together no longer queue behind each other's setup. Any other
+// kind holds the node's lock exclusive, as Terway's plugin does for all.
+func withDatapathLockTimed(ctx context.Context, stateDir string, spec *datapath.Spec, gone bool, fn func() error) (time.Duration, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, datapathLockTimeout,
 		fmt.Errorf("datapath lock not free after %v", datapathLockTimeout))
 	defer cancel()
 	t0 := time.Now()
-	l, err := lockFile(ctx, filepath.Join(stateDir, datapathLockName))
-	waited := time.Since(t0)
+	perPod := spec.SetsUpConcurrently() && spec.HostVeth != ""
+	mode := exclusive
+	if perPod {
+		mode = shared
+	}
+	node, err := lockFile(ctx, filepath.Join(stateDir, datapathLockName), mode)
 	if err != nil {
+		return time.Since(t0), err
+	}
+	defer node.unlock()
+	if !perPod {
+		return time.Since(t0), fn()
+	}
+	pod, err := lockFile(ctx, podLockPath(stateDir, spec.HostVeth), exclusive)
+	if err != nil {
+		return time.Since(t0), err
+	}
+	waited := time.Since(t0)
+	if err := fn(); err != nil || !gone {
+		pod.unlock()
 		return waited, err
 	}
-	defer l.unlock()
-	return waited, fn()
+	pod.unlockAndRemove()
+	return waited, nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/terway-sim/terway/cni/datapath"
 	"github.com/terway-sim/terway/internal/lockholder"
 	"github.com/terway-sim/terway/internal/testwait"
 )
@@ -81,7 +82,7 @@ func TestDatapathLockTimeout(t *testing.T) {
 	held := make(chan struct{})
 	release := make(chan struct{})
 	go func() {
-		_ = withDatapathLock(context.Background(), dir, func() error {
+		_ = withDatapathLock(context.Background(), dir, exclusiveENISpec, false, func() error {
 			close(held)
 			<-release
 			return nil
@@ -91,13 +92,70 @@ func TestDatapathLockTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	ran := false
-	err := withDatapathLock(ctx, dir, func() error { ran = true; return nil })
+	err := withDatapathLock(ctx, dir, exclusiveENISpec, false, func() error { ran = true; return nil })
 	close(release)
 	if err == nil || ran {
 		t.Fatalf("lock taken while held: err %v ran %v", err, ran)
 	}
 	if !strings.Contains(err.Error(), filepath.Join(dir, "datapath.lock")) {
 		t.Errorf("error %q does not name the lock", err)
+	}
+}
+
+var (
+	exclusiveENISpec = &datapath.Spec{Kind: datapath.ExclusiveENI}
+	vethSpec         = func(veth string) *datapath.Spec { return &datapath.Spec{Kind: datapath.PolicyRoute, HostVeth: veth} }
+)
+
+// TestDatapathLocksByKind: pods of a kind that sets up concurrently run
+// at once, but never two setups of one pod (its host veth); a kind that
+// does not waits for all of them and they for it. A teardown removes its
+// pod's lock file, a setup keeps it.
+func TestDatapathLocksByKind(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	inside := make(chan string, 4)
+	release := make(chan struct{})
+	hold := func(spec *datapath.Spec, gone bool) chan error {
+		done := make(chan error, 1)
+		go func() {
+			done <- withDatapathLock(ctx, dir, spec, gone, func() error { inside <- spec.HostVeth; <-release; return nil })
+		}()
+		return done
+	}
+	a, b := hold(vethSpec("vetha"), false), hold(vethSpec("vethb"), true)
+	for range 2 { // both inside at once
+		select {
+		case <-inside:
+		case <-time.After(10 * time.Second):
+			t.Fatal("two pods' setups did not run at once")
+		}
+	}
+	short := func() context.Context {
+		c, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		t.Cleanup(cancel)
+		return c
+	}
+	if err := withDatapathLock(short(), dir, vethSpec("vetha"), false, func() error { return nil }); err == nil {
+		t.Error("a second setup of pod vetha ran while the first held its lock")
+	}
+	if err := withDatapathLock(short(), dir, exclusiveENISpec, false, func() error { return nil }); err == nil {
+		t.Error("an ExclusiveENI setup ran while veth pods held the node's lock")
+	}
+	close(release)
+	for _, done := range []chan error{a, b} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(podLockPath(dir, "vetha")); err != nil {
+		t.Errorf("setup's pod lock: %v, want kept", err)
+	}
+	if _, err := os.Stat(podLockPath(dir, "vethb")); !os.IsNotExist(err) {
+		t.Errorf("torn-down pod's lock: %v, want removed", err)
+	}
+	if err := withDatapathLock(short(), dir, exclusiveENISpec, false, func() error { return nil }); err != nil {
+		t.Errorf("ExclusiveENI after the veth pods: %v", err)
 	}
 }
 
@@ -133,7 +191,9 @@ func TestHoldContainerLock(t *testing.T) {
 }
 
 // BenchmarkDatapathLockTen is ten ADDs of a node taking the datapath lock
-// at once, each holding it 5 ms (a datapath setup); it reports how long
+// exclusively at once (a kind that does not set up concurrently, as
+// Terway's plugin takes it for all), each holding it 5 ms (a datapath
+// setup); it reports how long
 // the last one waited. With the lock handed over by the kernel that is
 // about nine setups, not the 200 ms polls Terway's plugin waits.
 func BenchmarkDatapathLockTen(b *testing.B) {
@@ -145,7 +205,7 @@ func BenchmarkDatapathLockTen(b *testing.B) {
 		for range 10 {
 			wg.Go(func() {
 				t0 := time.Now()
-				err := withDatapathLock(context.Background(), dir, func() error {
+				err := withDatapathLock(context.Background(), dir, exclusiveENISpec, false, func() error {
 					waited := time.Since(t0)
 					mu.Lock()
 					worst = max(worst, waited)

@@ -224,13 +224,13 @@ func (inv *invocation) lockContainer(ctx context.Context, use lockUse) error {
 	return nil
 }
 
-// teardown undoes spec under the node-wide datapath lock.
+// teardown undoes spec under the datapath locks it needs.
 func (inv *invocation) teardown(ctx context.Context, spec *datapath.Spec) error {
-	return withDatapathLock(ctx, inv.state.dir, func() error { return datapath.Teardown(spec) })
+	return withDatapathLock(ctx, inv.state.dir, spec, true, func() error { return datapath.Teardown(spec) })
 }
 
 // teardownDeferred is teardown for DEL: the host veth is retired, not
 // deleted, and reaped once the DEL has answered (see datapath.Reap).
 func (inv *invocation) teardownDeferred(ctx context.Context, spec *datapath.Spec) error {
-	return withDatapathLock(ctx, inv.state.dir, func() error { return datapath.TeardownDeferred(spec) })
+	return withDatapathLock(ctx, inv.state.dir, spec, true, func() error { return datapath.TeardownDeferred(spec) })
 }

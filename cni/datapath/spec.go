@@ -149,6 +149,15 @@ func (s *Spec) hostPeer() bool {
 // usesVeth reports whether the pod interface is the pod end of a veth pair.
 func (s *Spec) usesVeth() bool { return s.Kind == PolicyRoute || s.Kind == VPCRoute }
 
+// SetsUpConcurrently reports whether Setups and Teardowns of different
+// pods of this spec's kind may run at once on a node: the node-side
+// objects of PolicyRoute and VPCRoute are the pod's own (its veth, rules
+// and routes) or shared ones that concurrent Setups converge on (the ENI's
+// table route and node address; TestConcurrentSetupSharedENI), which
+// Teardown leaves. IPVlan's shared ipvlan link and ENI filters and the
+// ENI an ExclusiveENI moves are not shown to be.
+func (s *Spec) SetsUpConcurrently() bool { return s.usesVeth() }
+
 // family is one address family of the pod with the gateways that go with
 // it, so the datapaths are written once for IPv4 and IPv6.
 type family struct {
