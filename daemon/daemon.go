@@ -287,7 +287,7 @@ func (d *Daemon) initCloud(ctx context.Context) error {
 	d.log.Info("cloud credentials", "source", source)
 	api, err := cloud.New(cloud.Options{RegionID: inst.RegionID, ECSEndpoint: d.cfg.ECSEndpoint(), VPCEndpoint: d.cfg.VPCEndpoint(),
 		Credentials: creds, RateLimits: d.cfg.RateLimit, Backoff: bo, Clock: d.clock, Observer: d.metrics,
-		Journal: storeJournal{d.store}})
+		Journal: storeJournal{d.store}, ThrottleWindow: d.cfg.ThrottleWindow.Duration})
 	if err != nil {
 		return err
 	}

@@ -85,14 +85,25 @@ func newLab(t testing.TB, opts ...labOpt) *lab {
 	l := &lab{t: t, cloud: fc.Cloud, kube: kube, dir: dir, apiURL: fc.API.URL, mdURL: fc.Metadata.URL}
 	l.conf = fmt.Sprintf(`{"access_key":%q,"access_secret":%q,"endpoint":%q,"metadata_endpoint":%q,
 		"store_path":%q,"socket_path":%q,"max_pool_size":5,"min_pool_size":0,"service_cidr":"10.96.0.0/12",
-		"cluster_id":"c-test","ip_batch_window":"10ms","ip_exhausted_inhibit":"300ms","gc_period":"1h","pool_check_period":"1h","metadata_lag_timeout":"20s",
+		"cluster_id":"c-test","ip_batch_window":"10ms","throttle_window":%q,"ip_exhausted_inhibit":"300ms","gc_period":"1h","pool_check_period":"1h","metadata_lag_timeout":"20s",
 		"backoff_override":{"":{"Duration":"5ms","Factor":1.2,"Steps":6},"eni_create":{"Duration":"5ms","Steps":3},
 		"eni_ops":{"Duration":"5ms","Steps":6},"eni_release":{"Duration":"5ms","Steps":8},"eni_ip_ops":{"Duration":"5ms","Steps":6},
 		"eni_delete_confirm":{"Duration":"5ms","Steps":8},"wait_eni_status":{"Duration":"5ms","Factor":1.2,"Steps":12},
 		"meta_assign_private_ip":{"Duration":"5ms","Steps":10},"meta_unassign_private_ip":{"Duration":"5ms","Steps":10},
 		"metadata":{"Duration":"5ms","Steps":4},"pool_growth":{"Duration":"20ms","Cap":"200ms"}}}`,
-		testAK, testSK, fc.API.URL, fc.Metadata.URL, filepath.Join(dir, "store.db"), filepath.Join(dir, "eni.socket"))
+		testAK, testSK, fc.API.URL, fc.Metadata.URL, filepath.Join(dir, "store.db"), filepath.Join(dir, "eni.socket"),
+		// The daemon knows fakecloud's throttle windows, as a node knows
+		// ECS's clock minute.
+		throttleWindow(spec).String())
 	return l
+}
+
+// throttleWindow is spec's throttle window, fakecloud's default when unset.
+func throttleWindow(spec fakecloud.Spec) time.Duration {
+	if w := spec.Settings.ThrottleWindow.D(); w > 0 {
+		return w
+	}
+	return time.Minute
 }
 
 // daemonConfig parses the lab's eni_conf.

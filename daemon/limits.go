@@ -42,7 +42,10 @@ func (d *Daemon) instanceLimits(ctx context.Context, api *cloud.Client, typ stri
 		if !cloud.IsThrottling(err) {
 			return cloud.Limits{}, err
 		}
-		wait := bo.Step()
+		wait, ok := cloud.ThrottleWait(err, d.clock.Now())
+		if !ok {
+			wait = bo.Step()
+		}
 		d.log.Warn("instance type limits: throttled; waiting for the next window", "wait", wait, "err", err)
 		t := d.clock.NewTimer(wait)
 		select {

@@ -126,11 +126,11 @@ func TestInstanceLimitsFromAPeer(t *testing.T) {
 }
 
 // A start that the cloud throttles on DescribeInstanceTypes waits for the
-// next window (the throttled policy's cap) and starts then, instead of
-// failing (a crash loop).
+// next window and starts then, instead of failing (a crash loop).
 func TestInstanceLimitsThrottledStartWaits(t *testing.T) {
-	l := newLab(t)
-	l.conf = strings.Replace(l.conf, `"backoff_override":{`, `"backoff_override":{"throttled":{"Duration":"5ms","Cap":"50ms","Steps":2},`, 1)
+	l := newLab(t, func(s *fakecloud.Spec, _ *fakecloud.Options) {
+		s.Settings.ThrottleWindow = fakecloud.Duration(20 * time.Millisecond)
+	})
 	if _, err := l.cloud.AddFault(fakecloud.Fault{Name: "throttled-start", Kind: fakecloud.FaultError,
 		Action: "DescribeInstanceTypes", Count: 8, Code: "Throttling.User", Status: 400}); err != nil {
 		t.Fatal(err)

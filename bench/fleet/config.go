@@ -18,7 +18,7 @@ import (
 // fleetDaemonDefaults, or the unscaled default would apply.
 var fleetDurationKeys = []string{
 	"ip_batch_window", "metadata_lag_timeout", "gc_period", "pool_check_period", "ip_pool_sync_period",
-	"ip_exhausted_inhibit", "eni_limit_inhibit", "vswitch_cache_ttl", "idle_ip_reclaim_after", "idle_ip_reclaim_interval",
+	"ip_exhausted_inhibit", "eni_limit_inhibit", "throttle_window", "vswitch_cache_ttl", "idle_ip_reclaim_after", "idle_ip_reclaim_interval",
 	"reuse_cooldown", "sticky_time", "cni_gc_grace",
 }
 
@@ -32,7 +32,7 @@ func fleetDaemonDefaults() map[string]any {
 		"max_pool_size": 5, "min_pool_size": 0,
 		"security_group": fakecloud.DefaultSecurityGroup, "service_cidr": "10.96.0.0/12", "cluster_id": "c-fleet",
 		"ip_batch_window": "200ms", "metadata_lag_timeout": "30s", "gc_period": "5m", "pool_check_period": "2m",
-		"ip_pool_sync_period": "2m", "ip_exhausted_inhibit": "5m", "eni_limit_inhibit": "1m", "vswitch_cache_ttl": "10m",
+		"ip_pool_sync_period": "2m", "ip_exhausted_inhibit": "5m", "eni_limit_inhibit": "1m", "throttle_window": "1m", "vswitch_cache_ttl": "10m",
 		"idle_ip_reclaim_interval": "10m", "sticky_time": "5m", "cni_gc_grace": "1m",
 	}
 	bo := map[string]any{}

@@ -91,7 +91,7 @@ func (f *fleet) startDaemon(ctx context.Context, n *fleetNode) (*fleetDaemon, er
 	delay := fleetCrashLoop
 	for {
 		d, err := daemon.New(ctx, daemon.Options{Mode: mode.ENIMultiIP, Config: n.cfg, NodeName: n.name, Kube: clientset.Wrap(n.api),
-			Logger: f.o.DaemonLogger, HTTPClient: f.srv.mdClient, StoreNoSync: true})
+			Logger: f.o.DaemonLogger, HTTPClient: f.srv.mdClient, StoreNoSync: true, Clock: f.clock})
 		if err == nil {
 			r := &fleetDaemon{d: d, served: make(chan error, 1)}
 			// The daemon lives until close, not as long as the run's context.

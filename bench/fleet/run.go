@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -97,7 +98,16 @@ func (f *fleet) sim(t time.Time) time.Duration {
 
 func newFleet(o Options) (_ *fleet, err error) {
 	f := &fleet{o: o, created: time.Now(), allReady: make(chan struct{}), total: int64(o.Nodes * o.PodsPerNode)}
-	if f.simCfg, err = fleetDaemonConfig(o.Daemon); err != nil {
+	// The daemons know the cloud's throttle window, as a node knows ECS's
+	// clock minute, unless the run sets another.
+	extra := maps.Clone(o.Daemon)
+	if extra == nil {
+		extra = map[string]any{}
+	}
+	if _, ok := extra["throttle_window"]; !ok {
+		extra["throttle_window"] = o.ThrottleWindow.String()
+	}
+	if f.simCfg, err = fleetDaemonConfig(extra); err != nil {
 		return nil, err
 	}
 	if f.runCfg, err = fleetScaleConfig(f.simCfg, o.TimeScale); err != nil {

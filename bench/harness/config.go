@@ -104,6 +104,7 @@ func scaledConfig(sim map[string]any, s float64) (map[string]any, error) {
 		"ip_batch_window":          cfg.IPBatchWindow.Duration,
 		"ip_exhausted_inhibit":     cfg.IPExhaustedInhibit.Duration,
 		"eni_limit_inhibit":        cfg.ENILimitInhibit.Duration,
+		"throttle_window":          cfg.ThrottleWindow.Duration,
 		"vswitch_cache_ttl":        cfg.VSwitchCacheTTL.Duration,
 	} {
 		out[k] = dur(d)

@@ -87,6 +87,10 @@ type Options struct {
 	Timeout time.Duration
 	// MaxConcurrentCalls bounds SDK clients in use at once (default 8).
 	MaxConcurrentCalls int
+	// ThrottleWindow is the cloud's flow-control window
+	// (DefaultThrottleWindow when 0): a throttled call's error says when
+	// the next one opens (ThrottledError).
+	ThrottleWindow time.Duration
 }
 
 // Client calls ECS and VPC. It is safe for concurrent use: every call
@@ -98,12 +102,14 @@ type Client struct {
 	ecsEP   endpoint
 	vpcEP   endpoint
 	timeout time.Duration
-	clock   clock.Clock
-	backoff *backoff.Set
-	obs     Observer
-	limits  *rateLimits
-	journal Journal
-	degrade atomic.Value // Degradation
+	// throttleWindow is the cloud's flow-control window.
+	throttleWindow time.Duration
+	clock          clock.Clock
+	backoff        *backoff.Set
+	obs            Observer
+	limits         *rateLimits
+	journal        Journal
+	degrade        atomic.Value // Degradation
 
 	ecsPool *sdkPool[*ecs.Client]
 	vpcPool *sdkPool[*vpc.Client]
@@ -142,12 +148,15 @@ func New(o Options) (*Client, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = defaultSDKTimeout
 	}
+	if o.ThrottleWindow <= 0 {
+		o.ThrottleWindow = DefaultThrottleWindow
+	}
 	if o.MaxConcurrentCalls <= 0 {
 		o.MaxConcurrentCalls = 8
 	}
 	c := &Client{region: o.RegionID, creds: o.Credentials, ecsEP: ecsEP, vpcEP: vpcEP, timeout: o.Timeout,
 		clock: o.Clock, backoff: o.Backoff, obs: o.Observer, limits: newRateLimits(o.Clock, o.RateLimits),
-		journal: o.Journal}
+		journal: o.Journal, throttleWindow: o.ThrottleWindow}
 	c.degrade.Store(DegradationNone)
 	c.ecsPool = newSDKPool(o.MaxConcurrentCalls, func(tr http.RoundTripper) (*ecs.Client, error) {
 		return newECSClient(c.region, c.ecsEP, c.creds, c.timeout, "", tr)
@@ -199,6 +208,7 @@ func (c *Client) call(ctx context.Context, action string, class callClass, fn fu
 	switch {
 	case IsThrottling(err):
 		lim.throttled()
+		err = throttled(err, c.clock.Now(), c.throttleWindow)
 	case err == nil:
 		lim.succeeded()
 	}

@@ -591,3 +591,39 @@ func TestVSwitchPoolOneDescribeAndThrottled(t *testing.T) {
 		t.Fatalf("pick while Describe is throttled: %+v %v, want %s", v, err, vsw1)
 	}
 }
+
+// A throttled answer says when the next window opens, on the cloud's
+// window boundaries, and the wait for it is jittered over the window's
+// first sixtieth; the answer is still the SDK's error underneath.
+func TestThrottledAnswerNamesTheNextWindow(t *testing.T) {
+	const window = 600 * time.Millisecond
+	w := newWorld(t, func(s *fakecloud.Spec, _ *fakecloud.Options, o *Options) {
+		s.Settings.Throttle = map[string]int{"*": 0, "DescribeNetworkInterfaces": 1}
+		s.Settings.ThrottleWindow = fakecloud.Duration(window)
+		o.ThrottleWindow = window
+		o.Backoff = backoff.NewSet(nil, map[string]backoff.Policy{"": {Duration: time.Millisecond, Steps: 1}})
+	})
+	var err error
+	for i := 0; i < 3 && err == nil; i++ {
+		_, err = w.api.DescribeENIs(ctx(t), ENIFilter{InstanceID: node1})
+	}
+	now := time.Now()
+	var te *ThrottledError
+	if !errors.As(err, &te) || !IsThrottling(err) || ErrorCode(err) != "Throttling.User" {
+		t.Fatalf("second call in a window of budget 1: %v, want a ThrottledError", err)
+	}
+	if te.Until.UnixNano()%int64(window) != 0 || te.Until.Before(now) || te.Until.Sub(now) > window {
+		t.Errorf("next window %v at %v: not the next boundary of %v", te.Until, now, window)
+	}
+	d, ok := ThrottleWait(err, now)
+	if low := te.Until.Sub(now); !ok || d < low || d >= low+window/60 {
+		t.Errorf("ThrottleWait %v, %v: want [%v, %v)", d, ok, low, low+window/60)
+	}
+	if _, ok := ThrottleWait(te.Err, now); ok {
+		t.Error("ThrottleWait knows a window for an answer the client did not wrap")
+	}
+	time.Sleep(time.Until(te.Until))
+	if _, err := w.api.DescribeENIs(ctx(t), ENIFilter{InstanceID: node1}); err != nil {
+		t.Errorf("call in the next window: %v", err)
+	}
+}

@@ -75,6 +75,7 @@ const (
 	DefaultIPBatchWindow             = 200 * time.Millisecond
 	DefaultIPExhaustedInhibit        = 5 * time.Minute
 	DefaultENILimitInhibit           = time.Minute
+	DefaultThrottleWindow            = time.Minute
 	DefaultVSwitchCacheTTL           = 10 * time.Minute
 	DefaultCNIConfDir                = "/etc/cni/net.d"
 	DefaultCNIBinDir                 = "/opt/cni/bin"
@@ -206,6 +207,9 @@ type Config struct {
 	// ENILimitInhibit is how long ENI creation pauses after the cloud
 	// answered that the instance holds all the ENIs it can.
 	ENILimitInhibit Duration `json:"eni_limit_inhibit"`
+	// ThrottleWindow is the cloud's flow-control window: a call throttled
+	// in one window waits for the next (ECS: the clock minute).
+	ThrottleWindow Duration `json:"throttle_window"`
 	// VSwitchCacheTTL is how long a DescribeVSwitches answer is trusted.
 	VSwitchCacheTTL Duration `json:"vswitch_cache_ttl"`
 	// NotReadyOnIPExhaustion makes CNI STATUS fail while no address can
@@ -264,6 +268,7 @@ func Defaults() *Config {
 		IPBatchWindow:             Duration{DefaultIPBatchWindow},
 		IPExhaustedInhibit:        Duration{DefaultIPExhaustedInhibit},
 		ENILimitInhibit:           Duration{DefaultENILimitInhibit},
+		ThrottleWindow:            Duration{DefaultThrottleWindow},
 		VSwitchCacheTTL:           Duration{DefaultVSwitchCacheTTL},
 		CNIConfDir:                DefaultCNIConfDir,
 		CNIBinDir:                 DefaultCNIBinDir,

@@ -121,7 +121,7 @@ func TestKeys(t *testing.T) {
 		// ours
 		"cluster_id", "degradation", "ecs_endpoint", "endpoint", "gc_period", "metadata_endpoint",
 		"metadata_lag_timeout", "pool_check_period", "reuse_cooldown", "socket_path", "sticky_time",
-		"store_path", "vpc_endpoint", "not_ready_on_ip_exhaustion", "ip_exhausted_inhibit", "eni_limit_inhibit", "vswitch_cache_ttl", "cni_conf_dir", "cni_bin_dir", "cni_cache_dir", "cni_gc_grace",
+		"store_path", "vpc_endpoint", "not_ready_on_ip_exhaustion", "ip_exhausted_inhibit", "eni_limit_inhibit", "throttle_window", "vswitch_cache_ttl", "cni_conf_dir", "cni_bin_dir", "cni_cache_dir", "cni_gc_grace",
 		"cni_state_dir", "kube_sync_timeout", "pool_heal_period",
 	}
 	slices.Sort(want)

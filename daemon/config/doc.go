@@ -265,6 +265,13 @@
 //     how long the pool creates no ENI; an ENI released or adopted lifts
 //     the pause at once. The pause after other failures to grow is
 //     backoff_override's pool_growth.
+//   - throttle_window (duration > 0, "1m"): the cloud's flow-control
+//     window. ECS counts calls per API in clock minutes, and an API
+//     throttled in minute T can be called again at T+1: a throttled call
+//     (ENI creation, address assignment, DescribeInstanceTypes at start)
+//     waits until the next window opens, plus up to a sixtieth of it at
+//     random, instead of backing off exponentially past it or retrying
+//     into refusals. An emulator with other windows sets its own.
 //   - vswitch_cache_ttl (duration > 0, "10m"): how long a DescribeVSwitches
 //     answer (free address count) is trusted when choosing a vSwitch; an
 //     answer of no free address only for 30s (cloud.DryRecheck), so a

@@ -88,6 +88,7 @@ func (c *Config) validate() error {
 		{"ip_batch_window", c.IPBatchWindow.Duration, false},
 		{"ip_exhausted_inhibit", c.IPExhaustedInhibit.Duration, true},
 		{"eni_limit_inhibit", c.ENILimitInhibit.Duration, true},
+		{"throttle_window", c.ThrottleWindow.Duration, true},
 		{"vswitch_cache_ttl", c.VSwitchCacheTTL.Duration, true},
 		{"kube_sync_timeout", c.KubeSyncTimeout.Duration, true},
 	} {

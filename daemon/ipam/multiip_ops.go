@@ -232,10 +232,15 @@ func (p *MultiIP) failureBackoffLocked() time.Duration {
 
 // retryAfterLocked is the pause after a call that failed with err: the
 // failure backoff, but for throttling, which says that the budget of the
-// API's window is spent, not that the cloud fails: then the base interval
-// stretched by up to half at random. Doubling put the retries of a fleet
-// that started together a window late; jitter spreads them over the next.
+// API's window is spent, not that the cloud fails: then until the next
+// window opens (cloud.ThrottleWait, jittered over its first second), or,
+// for a throttle that names no window, the base interval stretched by up
+// to half at random. Doubling put the retries of a fleet that started
+// together a window late.
 func (p *MultiIP) retryAfterLocked(err error) time.Duration {
+	if d, ok := cloud.ThrottleWait(err, p.clock.Now()); ok {
+		return d
+	}
 	if cloud.IsThrottling(err) {
 		return wait.Jitter(p.cfg.FailureBackoff, 0.5)
 	}

@@ -297,6 +297,28 @@ func TestPolicyThrottlingPausesWithoutDoubling(t *testing.T) {
 	h.wait(a)
 }
 
+// A throttle that names the next window pauses creation until then, not
+// for the failure backoff: a fleet throttled in one window calls again as
+// the next opens.
+func TestPolicyThrottledCreationWaitsForTheWindow(t *testing.T) {
+	h := newPolicy(t)
+	cfg := h.multiIPConfig()
+	next := h.clk.Now().Add(7 * time.Second)
+	throttled := &cloud.ThrottledError{Err: apiError("Throttling.User"), Until: next}
+	h.cloud.set(func(m *memCloud) { m.fail["AllocateENI"] = []error{throttled} })
+	p := h.multiIP(cfg)
+	h.run(p.Run)
+	a := allocAsync(p.Allocate, "ns/a")
+	h.until("the throttled creation", func() bool { return p.failureCount() == 1 })
+	if left := p.createPauseLeft(); left != next.Sub(h.clk.Now()) {
+		t.Fatalf("creation paused %v, want until the next window (%v)", left, next.Sub(h.clk.Now()))
+	}
+	h.advanceTo(next, "the creation in the next window", func() bool { return h.cloud.count("AllocateENI") == 2 })
+	if r := h.wait(a); r.err != nil {
+		t.Fatal(r.err)
+	}
+}
+
 // A pod waits out one transient failure and is served by the retry.
 func TestPolicyTransientFailureIsRetried(t *testing.T) {
 	h := newPolicy(t)
