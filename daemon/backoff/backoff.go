@@ -160,6 +160,20 @@ func (s *Set) Retry(ctx context.Context, key string, fn func(ctx context.Context
 	return s.retry(ctx, key, s.Get(key), false, fn)
 }
 
+// After marks err, returned by a Retry or Poll function, as worth trying
+// again no sooner than d from now: the loop waits d instead of the
+// policy's step, which it still counts. A throttled call waits for the
+// cloud's next window so, instead of retrying into refusals.
+func After(err error, d time.Duration) error { return &retryAfter{err: err, after: d} }
+
+type retryAfter struct {
+	err   error
+	after time.Duration
+}
+
+func (r *retryAfter) Error() string { return r.err.Error() }
+func (r *retryAfter) Unwrap() error { return r.err }
+
 // Poll is Retry without a step limit: after the policy's InitialDelay it
 // waits the policy's intervals until fn is done or ctx ends (callers
 // bound ctx).
@@ -216,6 +230,10 @@ func (s *Set) retry(ctx context.Context, key string, p Policy, poll bool, fn fun
 		d := b.Step()
 		if poll {
 			b.Steps = math.MaxInt32
+		}
+		var ra *retryAfter
+		if errors.As(err, &ra) {
+			d = ra.after
 		}
 		if err := s.sleep(ctx, d); err != nil {
 			if last != nil {

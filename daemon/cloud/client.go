@@ -309,6 +309,9 @@ func (c *Client) retry(ctx context.Context, key string, fn func(ctx context.Cont
 		case errors.Is(err, ErrDegraded) || !IsRetryable(err):
 			return false, backoff.Permanent(err)
 		}
+		if d, ok := ThrottleWait(err, c.clock.Now()); ok {
+			return false, backoff.After(err, d) // not before the next window
+		}
 		return false, err
 	})
 }

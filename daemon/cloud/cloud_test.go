@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
+	sdkerrors "github.com/aliyun/alibaba-cloud-sdk-go/sdk/errors"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/terway-sim/terway/daemon/backoff"
@@ -386,6 +387,7 @@ func TestThrottlingSlowsDown(t *testing.T) {
 	w := newWorld(t, func(s *fakecloud.Spec, _ *fakecloud.Options, o *Options) {
 		s.Settings.Throttle = map[string]int{"*": 0, "DescribeNetworkInterfaces": 5}
 		s.Settings.ThrottleWindow = fakecloud.Duration(200 * time.Millisecond)
+		o.ThrottleWindow = 200 * time.Millisecond
 		o.Backoff = backoff.NewSet(nil, map[string]backoff.Policy{"": {Duration: 50 * time.Millisecond, Factor: 1.5, Steps: 10}})
 	})
 	lim := w.api.limits.get("DescribeNetworkInterfaces")
@@ -593,37 +595,53 @@ func TestVSwitchPoolOneDescribeAndThrottled(t *testing.T) {
 }
 
 // A throttled answer says when the next window opens, on the cloud's
-// window boundaries, and the wait for it is jittered over the window's
-// first sixtieth; the answer is still the SDK's error underneath.
-func TestThrottledAnswerNamesTheNextWindow(t *testing.T) {
+// window boundaries; the client's own retry waits for it instead of
+// retrying into refusals, and the wait is jittered over the window's
+// first sixtieth. The answer is still the SDK's error underneath.
+func TestThrottledCallWaitsForTheNextWindow(t *testing.T) {
 	const window = 600 * time.Millisecond
 	w := newWorld(t, func(s *fakecloud.Spec, _ *fakecloud.Options, o *Options) {
 		s.Settings.Throttle = map[string]int{"*": 0, "DescribeNetworkInterfaces": 1}
 		s.Settings.ThrottleWindow = fakecloud.Duration(window)
 		o.ThrottleWindow = window
-		o.Backoff = backoff.NewSet(nil, map[string]backoff.Policy{"": {Duration: time.Millisecond, Steps: 1}})
+		o.Backoff = backoff.NewSet(nil, map[string]backoff.Policy{"": {Duration: time.Millisecond, Steps: 3}})
 	})
-	var err error
-	for i := 0; i < 3 && err == nil; i++ {
-		_, err = w.api.DescribeENIs(ctx(t), ENIFilter{InstanceID: node1})
+	throttledCalls := func() int64 {
+		return w.cloud.CallCount(fakecloud.CallFilter{Action: "DescribeNetworkInterfaces", Outcome: "Throttling.User"})
 	}
-	now := time.Now()
+	for i := 0; i < 3; i++ { // the first call of a window passes, the second waits for the next
+		start := time.Now()
+		if _, err := w.api.DescribeENIs(ctx(t), ENIFilter{InstanceID: node1}); err != nil {
+			t.Fatal(err)
+		}
+		if n := throttledCalls(); n > 0 {
+			next := time.Unix(0, (start.UnixNano()/int64(window)+1)*int64(window))
+			if took := time.Since(start); n != 1 || took < next.Sub(start) {
+				t.Fatalf("a throttled call: %d refusals, took %v; want one refusal and a wait until the window at +%v", n, took, next.Sub(start))
+			}
+			break
+		}
+	}
+	if throttledCalls() == 0 {
+		t.Fatal("the budget never throttled")
+	}
+
+	now := time.Date(2026, 12, 6, 12, 0, 30, 500e6, time.UTC)
+	se := sdkerrors.NewServerError(400, `{"Code":"Throttling.User"}`, "")
+	err := error(throttled(se, now, time.Minute))
 	var te *ThrottledError
-	if !errors.As(err, &te) || !IsThrottling(err) || ErrorCode(err) != "Throttling.User" {
-		t.Fatalf("second call in a window of budget 1: %v, want a ThrottledError", err)
+	if !errors.As(err, &te) || !IsThrottling(err) || ErrorCode(err) != "Throttling.User" || err.Error() != se.Error() {
+		t.Fatalf("wrapped answer %v: not a throttle of the SDK's error", err)
 	}
-	if te.Until.UnixNano()%int64(window) != 0 || te.Until.Before(now) || te.Until.Sub(now) > window {
-		t.Errorf("next window %v at %v: not the next boundary of %v", te.Until, now, window)
+	if want := time.Date(2026, 12, 6, 12, 1, 0, 0, time.UTC); !te.Until.Equal(want) {
+		t.Errorf("next window %v, want %v", te.Until, want)
 	}
-	d, ok := ThrottleWait(err, now)
-	if low := te.Until.Sub(now); !ok || d < low || d >= low+window/60 {
-		t.Errorf("ThrottleWait %v, %v: want [%v, %v)", d, ok, low, low+window/60)
+	for range 20 {
+		if d, ok := ThrottleWait(err, now); !ok || d < 29500*time.Millisecond || d >= 30500*time.Millisecond {
+			t.Fatalf("ThrottleWait %v, %v: want [29.5s, 30.5s)", d, ok)
+		}
 	}
-	if _, ok := ThrottleWait(te.Err, now); ok {
+	if _, ok := ThrottleWait(se, now); ok {
 		t.Error("ThrottleWait knows a window for an answer the client did not wrap")
-	}
-	time.Sleep(time.Until(te.Until))
-	if _, err := w.api.DescribeENIs(ctx(t), ENIFilter{InstanceID: node1}); err != nil {
-		t.Errorf("call in the next window: %v", err)
 	}
 }

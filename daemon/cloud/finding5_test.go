@@ -87,6 +87,7 @@ func TestThrottlingCodes(t *testing.T) {
 				s.Settings.Throttle = map[string]int{"*": 0, "DescribeNetworkInterfaces": 5, "CreateNetworkInterface": 1}
 				s.Settings.ThrottleCodes = map[string]string{"*": code}
 				s.Settings.ThrottleWindow = fakecloud.Duration(200 * time.Millisecond)
+				o.ThrottleWindow = 200 * time.Millisecond
 				// Every policy (ENI creation's too) retries within
 				// milliseconds, often enough to outlast a window.
 				policies := map[string]backoff.Policy{}
