@@ -249,6 +249,9 @@ func (p *ENIPool) create(ctx context.Context, key string) {
 		if p.createPauseHard {
 			d = p.cfg.ENILimitInhibit
 		}
+		if w, ok := cloud.ThrottleWait(err, now); ok {
+			d = w // the budget is spent until the next window, nothing failed
+		}
 		p.createPause = now.Add(d)
 		p.events.Warn("AllocResourceFailed", fmt.Sprintf("create an ENI: %v", err))
 		p.kick()

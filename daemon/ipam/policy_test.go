@@ -568,6 +568,23 @@ func TestPolicyENIPoolFailureBackoff(t *testing.T) {
 	}
 }
 
+// A throttled creation pauses the ENI pool until the window it names.
+func TestPolicyENIPoolThrottledWaitsForTheWindow(t *testing.T) {
+	h := newPolicy(t)
+	next := h.clk.Now().Add(42 * time.Second)
+	h.cloud.set(func(m *memCloud) {
+		m.fail["AllocateENI"] = []error{&cloud.ThrottledError{Err: apiError("Throttling.User"), Until: next}}
+	})
+	p := h.eniPool(h.eniPoolConfig())
+	h.run(p.Run)
+	h.allocateErr(p.Allocate, "ns/a")
+	if d := p.pauseLeft(); d != 42*time.Second {
+		t.Fatalf("paused %v, want until the next window (42s)", d)
+	}
+	h.clk.Step(42 * time.Second)
+	h.mustAllocate(p.Allocate, "ns/b")
+}
+
 // The ENI pool keeps MinIdle ENIs attached and ready.
 func TestPolicyENIPoolWarmUp(t *testing.T) {
 	h := newPolicy(t)
