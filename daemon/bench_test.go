@@ -3,7 +3,10 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -281,12 +284,32 @@ func BenchmarkDaemonRSS(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.ReportMetric(float64(hwm)/1024, "VmHWM-MiB")
-		if path := os.Getenv("RSS_DEBUG"); path != "" { // where to copy /proc/<pid>/smaps
+		if path := os.Getenv("RSS_DEBUG"); path != "" { // where to copy /proc/<pid>/smaps, and the heap profile
 			sm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", ch.cmd.Process.Pid))
 			_ = os.WriteFile(path, sm, 0o600)
+			if err := saveHeapProfile(filepath.Join(l.dir, "debug.socket"), path+".heap"); err != nil {
+				b.Logf("heap profile: %v", err)
+			}
 		}
 		ch.kill()
 	}
+}
+
+// saveHeapProfile fetches the daemon's heap profile from its debug socket.
+func saveHeapProfile(socket, path string) error {
+	c := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+	}}, Timeout: 30 * time.Second}
+	resp, err := c.Get("http://terwayd/debug/pprof/heap")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o600)
 }
 
 // terwaydBinary is $TERWAYD, or terwayd built into a temporary directory.

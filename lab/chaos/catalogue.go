@@ -65,9 +65,13 @@ func Catalogue() []Plan {
 			step(ENIDeleteOOB, 45, 75, TargetRandomENI, Params{})),
 		plan("ip-unassign-oob", "an operator unassigns three secondary addresses", 3, 5,
 			step(IPUnassignOOB, 45, 75, TargetRandomENI, Params{Count: 3})),
-		cold(plan("storm", "cloud errors, a throttling storm on AssignPrivateIpAddresses and terwayd kills together", 3, 7,
+		// The throttling starts with the rollout, on the calls a cold
+		// node makes: ENIs are created with the addresses they will
+		// carry, so a rollout that is over by +30s made no Assign for a
+		// later storm on Assign alone to meet.
+		cold(plan("storm", "cloud errors, a throttling storm on ENI creation and address assignment, and terwayd kills together", 3, 7,
 			step(CloudErrors, 0, 120, "", Params{Percent: 20}),
-			step(ThrottleStorm, 30, 60, "", Params{Actions: []string{"AssignPrivateIpAddresses"}}),
+			step(ThrottleStorm, 0, 60, "", Params{Actions: []string{"CreateNetworkInterface", "AssignPrivateIpAddresses"}}),
 			step(KillTerwayd, 10, 120, TargetRandomNode, Params{Kills: 2}))),
 	}
 	slices.SortFunc(plans, func(a, b Plan) int { return cmp.Compare(a.Name, b.Name) })
