@@ -48,6 +48,11 @@ LAB_MODES ?= ENIMultiIP ENIOnly VPC
 # KIND's specs for M or for any mode.
 lab-filter = -ginkgo.label-filter="$(1) && ($(2) || any-mode)"
 
+.PHONY: test-kernel
+test-kernel: ## Kernel VM tests (root): Debian's kernel under qemu (installed if missing) creates the ipvlan, VLAN and dummy links this kernel lacks (about 1 min after downloads)
+	@command -v qemu-system-x86_64 >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends qemu-system-x86
+	KERNELVM_CACHE=$(CURDIR)/.lab/cache/kernelvm $(GO) test -count=1 -v -run '^TestVM' ./lab/kernelvm/
+
 .PHONY: test-lab
 test-lab: build ## Smoke specs (label smoke) on a fresh lab per mode in LAB_MODES; fails if down leaves the machine changed
 	@set -e; for m in $(LAB_MODES); do \

@@ -8,6 +8,7 @@ require (
 	github.com/alibabacloud-go/tea v1.3.13
 	github.com/alibabacloud-go/vpc-20160428/v6 v6.12.8
 	github.com/aliyun/alibaba-cloud-sdk-go v1.63.107
+	github.com/cavaliergopher/cpio v1.0.1
 	github.com/containernetworking/cni v1.3.1
 	github.com/containernetworking/plugins v1.10.0
 	github.com/gofrs/flock v0.13.2

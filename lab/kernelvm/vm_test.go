@@ -1,0 +1,141 @@
+package kernelvm
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// vmKernel is the kernel of KERNELVM_CACHE (make test-kernel sets it),
+// fetched if need be; without it the VM tests do not run.
+func vmKernel(t *testing.T) *Kernel {
+	t.Helper()
+	cache := os.Getenv("KERNELVM_CACHE")
+	if cache == "" {
+		t.Skip("KERNELVM_CACHE is not set: the kernel VM tests run with make test-kernel")
+	}
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		t.Fatalf("make test-kernel needs qemu-system-x86_64: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	release := os.Getenv("KERNELVM_RELEASE")
+	if release == "" {
+		var err error
+		if release, err = DefaultRelease(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	k, err := Fetch(ctx, cache, release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// static builds a package as a static binary into dir.
+func static(t *testing.T, dir, pkg string) string {
+	t.Helper()
+	out := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
+var vmModules = []string{"virtio_pci", "9pnet_virtio", "9p", "veth", "ipvlan", "8021q", "dummy"}
+
+// The VM's kernel creates the links this machine's cannot.
+func TestVMCreatesIPVlanAndVLAN(t *testing.T) {
+	k := vmKernel(t)
+	share := t.TempDir()
+	static(t, share, "github.com/terway-sim/terway/lab/kernelvm/internal/linkprobe")
+	var console strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	code, err := Run(ctx, Config{Kernel: k, Modules: vmModules, Command: []string{"/host/linkprobe"},
+		Share: share, WorkDir: t.TempDir(), Console: &console})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 {
+		t.Fatalf("linkprobe exited %d; console:\n%s", code, console.String())
+	}
+	for _, want := range []string{"veth ok", "ipvlan ok", "vlan ok", "dummy ok"} {
+		if !strings.Contains(console.String(), want) {
+			t.Errorf("console lacks %q:\n%s", want, console.String())
+		}
+	}
+	t.Logf("kernel %s: booted, created the links and powered off in %v", k.Release, time.Since(t0).Round(time.Millisecond))
+}
+
+// A command's exit status comes back, and a missing command is no exit
+// status but an error with the console's tail.
+func TestVMExitStatus(t *testing.T) {
+	k := vmKernel(t)
+	share := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	code, err := Run(ctx, Config{Kernel: k, Modules: vmModules, Command: []string{"/host/missing"},
+		Share: share, WorkDir: t.TempDir()})
+	if err != nil || code != 124 {
+		t.Errorf("a command that cannot start: status %d, %v; want vminit's 124", code, err)
+	}
+}
+
+// A VM that ends without the command's status (here: killed by its
+// deadline while booting) is ErrNoExit, not a status.
+func TestVMDeadline(t *testing.T) {
+	k := vmKernel(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	code, err := Run(ctx, Config{Kernel: k, Modules: vmModules, Command: []string{"/host/none"},
+		Share: t.TempDir(), WorkDir: t.TempDir()})
+	if !errors.Is(err, ErrNoExit) {
+		t.Errorf("a VM killed while booting: status %d, %v; want ErrNoExit", code, err)
+	}
+}
+
+// The modules load after what they depend on, and what is built into
+// the kernel is left out.
+func TestVMModulesInDependencyOrder(t *testing.T) {
+	k := vmKernel(t)
+	mods, err := k.Modules(vmModules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := map[string]int{}
+	for i, m := range mods {
+		pos[moduleName(m)] = i
+	}
+	for _, m := range mods {
+		deps, err := moduleDepends(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range deps {
+			if p, ok := pos[strings.ReplaceAll(d, "-", "_")]; ok && p > pos[moduleName(m)] {
+				t.Errorf("%s loads before its dependency %s", moduleName(m), d)
+			}
+		}
+	}
+	for _, want := range []string{"ipvlan", "8021q", "9pnet_virtio"} {
+		if _, ok := pos[want]; !ok {
+			t.Errorf("%s not among the modules: %v", want, mods)
+		}
+	}
+	if _, err := k.Modules([]string{"no_such_module"}); err == nil {
+		t.Error("an unknown module resolved")
+	}
+}
