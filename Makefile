@@ -49,7 +49,7 @@ LAB_MODES ?= ENIMultiIP ENIOnly VPC
 lab-filter = -ginkgo.label-filter="$(1) && ($(2) || any-mode)"
 
 .PHONY: test-kernel
-test-kernel: ## Kernel VM tests (root): Debian's kernel under qemu (installed if missing) creates the ipvlan, VLAN and dummy links this kernel lacks (about 1 min after downloads)
+test-kernel: ## Kernel VM tests (root): under Debian's kernel in qemu (installed if missing), the ipvlan, VLAN and dummy links this kernel lacks, and cni/datapath's tests (about 3 min)
 	@command -v qemu-system-x86_64 >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends qemu-system-x86
 	KERNELVM_CACHE=$(CURDIR)/.lab/cache/kernelvm $(GO) test -count=1 -v -run '^TestVM' ./lab/kernelvm/
 

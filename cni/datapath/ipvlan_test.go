@@ -38,6 +38,7 @@ func TestProbeIPVlan(t *testing.T) {
 	ph := testnetns.Handle(t, pod.Path())
 	before := dump(t, ph)
 	has := kernelHasIPVlan(t, pod)
+	t.Logf("kernel has ipvlan: %v", has) // make test-kernel looks for true
 	err := ProbeIPVlan(pod.Path())
 	switch {
 	case has && err != nil:

@@ -29,6 +29,10 @@ type Config struct {
 	Command []string
 	// Env is the command's environment.
 	Env []string
+	// Programs are host executables the command runs (ip, nsenter): each
+	// goes into the VM at its own path with the shared libraries ldd
+	// names for it.
+	Programs []string
 	// Share is the host directory mounted read-only at /host.
 	Share string
 	// WorkDir receives the init binary and the initramfs.
@@ -139,6 +143,9 @@ func buildInitramfs(ctx context.Context, cfg Config) (string, error) {
 	if err := a.addFile("init", initBin, 0o755); err != nil {
 		return "", err
 	}
+	if err := a.addPrograms(ctx, cfg.Programs); err != nil {
+		return "", err
+	}
 	for name, content := range map[string]string{
 		"modules": strings.Join(list, "\n"), "command": strings.Join(cfg.Command, "\n"), "environ": strings.Join(cfg.Env, "\n"),
 	} {
@@ -150,6 +157,44 @@ func buildInitramfs(ctx context.Context, cfg Config) (string, error) {
 		return "", err
 	}
 	return path, f.Close()
+}
+
+// addPrograms adds each program and the shared libraries it needs, at
+// their host paths (a library's symlink gets the file it points to).
+func (a *archive) addPrograms(ctx context.Context, progs []string) error {
+	seen := map[string]bool{}
+	for _, p := range progs {
+		out, err := exec.CommandContext(ctx, "ldd", p).Output()
+		var libs []string
+		if err == nil {
+			libs = lddPaths(string(out))
+		} // a static program: ldd fails, and it needs nothing
+		for _, f := range append([]string{p}, libs...) {
+			if seen[f] {
+				continue
+			}
+			seen[f] = true
+			if err := a.addFile(strings.TrimPrefix(f, "/"), f, 0o755); err != nil {
+				return fmt.Errorf("program %s: %w", p, err)
+			}
+		}
+	}
+	return nil
+}
+
+// lddPaths are the absolute paths in ldd's output: the libraries and the
+// dynamic loader.
+func lddPaths(out string) []string {
+	var paths []string
+	for _, line := range strings.Split(out, "\n") {
+		for _, f := range strings.Fields(line) {
+			if strings.HasPrefix(f, "/") {
+				paths = append(paths, f)
+				break
+			}
+		}
+	}
+	return paths
 }
 
 // archive is a newc archive being written, with the directories in it.

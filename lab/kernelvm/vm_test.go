@@ -139,3 +139,49 @@ func TestVMModulesInDependencyOrder(t *testing.T) {
 		t.Error("an unknown module resolved")
 	}
 }
+
+// The datapath package's tests pass under the VM's kernel, with ipvlan
+// there: the test binary runs from the host share, with the ip and nsenter
+// it calls.
+func TestVMDatapathTests(t *testing.T) {
+	k := vmKernel(t)
+	share := t.TempDir()
+	build := exec.Command("go", "test", "-c", "-o", filepath.Join(share, "datapath.test"), "github.com/terway-sim/terway/cni/datapath")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the datapath tests: %v\n%s", err, out)
+	}
+	var progs []string
+	for _, name := range []string{"ip", "nsenter"} {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			t.Fatalf("the datapath tests run %s: %v", name, err)
+		}
+		progs = append(progs, p)
+	}
+	var console strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	code, err := Run(ctx, Config{Kernel: k, Modules: append(vmModules, datapathModules...), Programs: progs,
+		Command: []string{"/host/datapath.test", "-test.v", "-test.count=1"},
+		Env:     []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp"}, Share: share, WorkDir: t.TempDir(), Console: &console})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := console.String()
+	if code != 0 {
+		t.Fatalf("the datapath tests exited %d in the VM; console:\n%s", code, out)
+	}
+	if !strings.Contains(out, "kernel has ipvlan: true") || !strings.Contains(out, "--- PASS: TestProbeIPVlan") {
+		t.Errorf("TestProbeIPVlan did not pass with ipvlan in the VM:\n%s", out)
+	}
+	if strings.Contains(out, "--- SKIP") {
+		t.Errorf("a datapath test skipped in the VM, where every kernel feature is there:\n%s", out)
+	}
+	t.Logf("datapath tests in the VM: %d passed", strings.Count(out, "--- PASS"))
+}
+
+// datapathModules are what the datapaths' tests use besides links: tc
+// (bandwidth), the ingress qdisc and filters the ENI datapaths set, and
+// htb, which a test puts where tbf belongs.
+var datapathModules = []string{"sch_tbf", "sch_htb", "sch_ingress", "cls_u32", "act_mirred", "act_skbedit", "ifb"}
