@@ -50,6 +50,8 @@ lab-filter = -ginkgo.label-filter="$(1) && ($(2) || any-mode)"
 
 .PHONY: test-kernel
 test-kernel: ## Kernel VM tests (root): under Debian's kernel in qemu (installed if missing), the ipvlan, VLAN and dummy links this kernel lacks, and cni/datapath's tests (about 3 min)
+	@# A fresh machine has no package lists: the kernel and qemu come from them.
+	@apt-cache show linux-image-amd64 >/dev/null 2>&1 || apt-get update -q
 	@command -v qemu-system-x86_64 >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends qemu-system-x86
 	KERNELVM_CACHE=$(CURDIR)/.lab/cache/kernelvm $(GO) test -count=1 -v -run '^TestVM' ./lab/kernelvm/
 
