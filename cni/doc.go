@@ -62,10 +62,12 @@
 // without the daemon; <containerID>.container.lock serialises the
 // invocations of one container. The datapath work of PolicyRoute and
 // VPCRoute pods, whose node-side objects are the pod's own or shared ones
-// that concurrent setups converge on, holds datapath.lock shared and
-// <hostVeth>.veth.lock exclusive (every sandbox of a pod has the same host
-// veth; a teardown removes it): the pods of a node set up at once, but one
-// pod's old and new sandbox never do. IPVlan and ExclusiveENI hold
+// that concurrent setups converge on, holds datapath.lock shared, then
+// <hostVeth>.veth.lock and <address>.addr.lock of each address exclusive
+// (every sandbox of a pod has the same host veth; a late DEL of the pod
+// that had an address meets the ADD of the pod that has it now on the
+// address; a teardown removes them): the pods of a node set up at once,
+// but one pod's old and new sandbox never do, nor two pods of one address. IPVlan and ExclusiveENI hold
 // datapath.lock exclusive, as Terway's plugin does for every kind. Both
 // wait 11 s at most, like Terway's, on a blocking flock handed to the next
 // waiter as soon as it is free, where Terway polls every 200 ms. The

@@ -3,6 +3,7 @@ package cni
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -116,16 +117,26 @@ func lockContainer(ctx context.Context, stateDir, containerID string) (*fileLock
 	return lockFile(ctx, containerLockPath(stateDir, containerID), exclusive)
 }
 
-// podLockPath is the lock of one pod's datapath, named for its host veth,
-// which every sandbox of the pod shares: a DEL of the old sandbox and an
-// ADD of the new one never run at once.
-func podLockPath(stateDir, hostVeth string) string {
-	return filepath.Join(stateDir, hostVeth+".veth.lock")
+// podLockPaths are the locks of one pod's datapath, in the order they
+// are taken: its host veth's, which every sandbox of the pod shares (a DEL
+// of the old sandbox and an ADD of the new one never run at once), then
+// one per address, which two pods share when a late DEL of the one that
+// had it meets the ADD of the one that has it now (the to-pod rule names
+// the address only: the DEL's check that another link routes it, and its
+// deletion, must not interleave with the ADD).
+func podLockPaths(stateDir string, spec *datapath.Spec) []string {
+	paths := []string{filepath.Join(stateDir, spec.HostVeth+".veth.lock")}
+	for _, ip := range []netip.Addr{spec.IPv4, spec.IPv6} {
+		if ip.IsValid() {
+			paths = append(paths, filepath.Join(stateDir, ip.String()+".addr.lock"))
+		}
+	}
+	return paths
 }
 
 // withDatapathLock runs fn under the datapath locks spec needs, waiting at
-// most datapathLockTimeout (and not past ctx). With gone, a pod lock is
-// removed once fn has succeeded: the pod's datapath is gone with it.
+// most datapathLockTimeout (and not past ctx). With gone, a pod's locks
+// are removed once fn has succeeded: the pod's datapath is gone with it.
 func withDatapathLock(ctx context.Context, stateDir string, spec *datapath.Spec, gone bool, fn func() error) error {
 	_, err := withDatapathLockTimed(ctx, stateDir, spec, gone, fn)
 	return err
@@ -135,9 +146,11 @@ func withDatapathLock(ctx context.Context, stateDir string, spec *datapath.Spec,
 // waited for the locks (ADD logs it).
 //
 // A kind whose pods may be set up at once (spec.SetsUpConcurrently) holds
-// the node's datapath lock shared and its pod's lock exclusive: ten pods
-// starting together no longer queue behind each other's setup. Any other
-// kind holds the node's lock exclusive, as Terway's plugin does for all.
+// the node's datapath lock shared and its pod's locks (podLockPaths)
+// exclusive: ten pods starting together no longer queue behind each
+// other's setup. Any other kind holds the node's lock exclusive, as
+// Terway's plugin does for all. The order is always the node's lock, the
+// veth's, the IPv4 address's, the IPv6 address's.
 func withDatapathLockTimed(ctx context.Context, stateDir string, spec *datapath.Spec, gone bool, fn func() error) (time.Duration, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, datapathLockTimeout,
 		fmt.Errorf("datapath lock not free after %v", datapathLockTimeout))
@@ -156,15 +169,26 @@ func withDatapathLockTimed(ctx context.Context, stateDir string, spec *datapath.
 	if !perPod {
 		return time.Since(t0), fn()
 	}
-	pod, err := lockFile(ctx, podLockPath(stateDir, spec.HostVeth), exclusive)
-	if err != nil {
-		return time.Since(t0), err
+	var held []*fileLock
+	release := func(remove bool) {
+		for i := len(held) - 1; i >= 0; i-- {
+			if remove {
+				held[i].unlockAndRemove()
+			} else {
+				held[i].unlock()
+			}
+		}
+	}
+	for _, path := range podLockPaths(stateDir, spec) {
+		l, err := lockFile(ctx, path, exclusive)
+		if err != nil {
+			release(false)
+			return time.Since(t0), err
+		}
+		held = append(held, l)
 	}
 	waited := time.Since(t0)
-	if err := fn(); err != nil || !gone {
-		pod.unlock()
-		return waited, err
-	}
-	pod.unlockAndRemove()
-	return waited, nil
+	err = fn()
+	release(err == nil && gone)
+	return waited, err
 }

@@ -2,6 +2,7 @@ package cni
 
 import (
 	"context"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,14 +149,48 @@ func TestDatapathLocksByKind(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := os.Stat(podLockPath(dir, "vetha")); err != nil {
+	if _, err := os.Stat(podLockPaths(dir, vethSpec("vetha"))[0]); err != nil {
 		t.Errorf("setup's pod lock: %v, want kept", err)
 	}
-	if _, err := os.Stat(podLockPath(dir, "vethb")); !os.IsNotExist(err) {
+	if _, err := os.Stat(podLockPaths(dir, vethSpec("vethb"))[0]); !os.IsNotExist(err) {
 		t.Errorf("torn-down pod's lock: %v, want removed", err)
 	}
 	if err := withDatapathLock(short(), dir, exclusiveENISpec, false, func() error { return nil }); err != nil {
 		t.Errorf("ExclusiveENI after the veth pods: %v", err)
+	}
+}
+
+// TestDatapathLockSharedAddress: a late DEL of the pod that had an
+// address and the ADD of the pod that has it now (other veths) do not run
+// at once: the to-pod rule names the address only. The DEL removes the
+// address's lock file with the veth's.
+func TestDatapathLockSharedAddress(t *testing.T) {
+	dir := t.TempDir()
+	ip := netip.MustParseAddr("192.168.0.7")
+	oldPod, newPod := vethSpec("vethold"), vethSpec("vethnew")
+	oldPod.IPv4, newPod.IPv4 = ip, ip
+	held, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- withDatapathLock(context.Background(), dir, oldPod, true, func() error { close(held); <-release; return nil })
+	}()
+	<-held
+	short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := withDatapathLock(short, dir, newPod, false, func() error { return nil }); err == nil {
+		t.Error("the new pod's ADD ran while the old pod's DEL held its address")
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range podLockPaths(dir, oldPod) {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s after the DEL: %v, want removed", p, err)
+		}
+	}
+	if err := withDatapathLock(context.Background(), dir, newPod, false, func() error { return nil }); err != nil {
+		t.Errorf("the new pod's ADD after the DEL: %v", err)
 	}
 }
 
