@@ -218,7 +218,10 @@ func (s *Set) retry(ctx context.Context, key string, p Policy, poll bool, fn fun
 		if done {
 			return err
 		}
-		if err != nil {
+		var ra *retryAfter
+		if errors.As(err, &ra) {
+			last = ra.err // the wait is this loop's, not its caller's
+		} else if err != nil {
 			last = err
 		}
 		if b.Steps <= 0 {
@@ -231,8 +234,7 @@ func (s *Set) retry(ctx context.Context, key string, p Policy, poll bool, fn fun
 		if poll {
 			b.Steps = math.MaxInt32
 		}
-		var ra *retryAfter
-		if errors.As(err, &ra) {
+		if ra != nil {
 			d = ra.after
 		}
 		if err := s.sleep(ctx, d); err != nil {

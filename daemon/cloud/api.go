@@ -614,7 +614,7 @@ func (c *Client) DescribeVSwitch(ctx context.Context, id string) (VSwitch, error
 	req := vpc.CreateDescribeVSwitchesRequest()
 	req.VSwitchId = id
 	var out VSwitch
-	err := c.retry(ctx, backoff.Default, func(ctx context.Context) error {
+	err := c.retryHint(ctx, backoff.Default, func(ctx context.Context) error {
 		return c.vpcCall(ctx, "DescribeVSwitches", readCall, func(cl *vpc.Client) error {
 			r, err := cl.DescribeVSwitches(req)
 			if err != nil {

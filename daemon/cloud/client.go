@@ -296,8 +296,19 @@ func (p *sdkPool[T]) put(l lent[T]) {
 }
 
 // retry runs a call with the backoff policy key, retrying retryable
-// outcomes only.
+// outcomes only; a throttled one at the cloud's next window.
 func (c *Client) retry(ctx context.Context, key string, fn func(ctx context.Context) error) error {
+	return c.retryWith(ctx, key, true, fn)
+}
+
+// retryHint is retry for a read whose answer is only a preference (how
+// many addresses a vSwitch has left): a throttle ends it at once rather
+// than holding up, for up to a window, the work that wanted the hint.
+func (c *Client) retryHint(ctx context.Context, key string, fn func(ctx context.Context) error) error {
+	return c.retryWith(ctx, key, false, fn)
+}
+
+func (c *Client) retryWith(ctx context.Context, key string, waitWindow bool, fn func(ctx context.Context) error) error {
 	return c.backoff.Retry(ctx, key, func(ctx context.Context) (bool, error) {
 		err := fn(ctx)
 		var again errRetry
@@ -310,7 +321,13 @@ func (c *Client) retry(ctx context.Context, key string, fn func(ctx context.Cont
 			return false, backoff.Permanent(err)
 		}
 		if d, ok := ThrottleWait(err, c.clock.Now()); ok {
-			return false, backoff.After(err, d) // not before the next window
+			// Not before the next window; and not at all when that opens
+			// after the caller's deadline: waiting would only spend the
+			// time the caller has left for what comes after (a rollback).
+			if dl, has := ctx.Deadline(); !waitWindow || has && c.clock.Now().Add(d).After(dl) {
+				return false, backoff.Permanent(err)
+			}
+			return false, backoff.After(err, d)
 		}
 		return false, err
 	})

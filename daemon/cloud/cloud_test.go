@@ -645,3 +645,32 @@ func TestThrottledCallWaitsForTheNextWindow(t *testing.T) {
 		t.Error("ThrottleWait knows a window for an answer the client did not wrap")
 	}
 }
+
+// A throttled call whose caller's deadline comes before the next window
+// does not wait for it: the caller keeps its time for what follows (a
+// rollback), and gets the throttle at once.
+func TestThrottledCallGivesUpBeforeTheDeadline(t *testing.T) {
+	const window = 2 * time.Second
+	w := newWorld(t, func(s *fakecloud.Spec, _ *fakecloud.Options, o *Options) {
+		s.Settings.Throttle = map[string]int{"*": 0, "DescribeNetworkInterfaces": 1}
+		s.Settings.ThrottleWindow = fakecloud.Duration(window)
+		o.ThrottleWindow = window
+		o.Backoff = backoff.NewSet(nil, map[string]backoff.Policy{"": {Duration: time.Millisecond, Steps: 3}})
+	})
+	// Start early in a window, so that the next one is well past the deadline.
+	time.Sleep(time.Until(time.Unix(0, (time.Now().UnixNano()/int64(window)+1)*int64(window))))
+	if _, err := w.api.DescribeENIs(ctx(t), ENIFilter{InstanceID: node1}); err != nil {
+		t.Fatal(err)
+	}
+	c, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := w.api.DescribeENIs(c, ENIFilter{InstanceID: node1})
+	var te *ThrottledError
+	if !errors.As(err, &te) {
+		t.Fatalf("second call in the window: %v, want the throttle", err)
+	}
+	if took := time.Since(start); took > 250*time.Millisecond {
+		t.Errorf("took %v: waited for a window past the deadline", took)
+	}
+}
