@@ -194,20 +194,24 @@ func (s *Server) watch(w http.ResponseWriter, hr *http.Request, gvr schema.Group
 		return
 	}
 	// A watch-list (client-go's informers ask for one) starts with what a
-	// list shows, then a bookmark marking the end of it; the watch goes
-	// on from the list's resource version, so that nothing falls between.
+	// list shows, then a bookmark marking the end of it. The watch is
+	// registered before the list, so that nothing created in between is
+	// missed: an object in both comes twice, which a watcher takes as an
+	// update.
 	var initial []runtime.Object
 	var bookmark runtime.Object
+	var wi watch.Interface
 	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
-		if initial, bookmark, err = s.initialEvents(gvr, ns, opts, sel); err != nil {
-			s.fail(w, err)
-			return
+		if wi, err = s.cs.Tracker().Watch(gvr, ns); err == nil {
+			initial, bookmark, err = s.initialEvents(gvr, ns, opts, sel)
 		}
-		opts.ResourceVersion = bookmark.(metav1.Object).GetResourceVersion()
-		opts.SendInitialEvents, opts.ResourceVersionMatch = nil, ""
+	} else {
+		wi, err = s.cs.InvokesWatch(k8stesting.NewWatchActionWithOptions(gvr, ns, opts))
 	}
-	wi, err := s.cs.InvokesWatch(k8stesting.NewWatchActionWithOptions(gvr, ns, opts))
 	if err != nil {
+		if wi != nil {
+			wi.Stop()
+		}
 		s.fail(w, err)
 		return
 	}

@@ -15,7 +15,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -110,7 +109,9 @@ func (k *Kernel) Modules(roots []string) ([]string, error) {
 		return nil, err
 	}
 	if len(idx) == 0 {
-		return nil, errors.New("kernel has no modules")
+		// Newer Debian kernels compress their modules (.ko.xz), whose
+		// .modinfo this harness does not read.
+		return nil, fmt.Errorf("kernel %s: no uncompressed modules (.ko) in %s", k.Release, k.ModulesDir)
 	}
 	bi, err := k.builtins()
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -58,6 +59,10 @@ func run() int {
 	cmd.Dir = "/tmp"
 	if err := cmd.Run(); err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				fmt.Fprintf(os.Stderr, "vminit: the command died of %v\n", ws.Signal())
+				return 128 + int(ws.Signal()) // as a shell reports it
+			}
 			return ee.ExitCode()
 		}
 		fmt.Fprintln(os.Stderr, "vminit:", err)
