@@ -594,18 +594,26 @@ func TestVSwitchPoolOneDescribeAndThrottled(t *testing.T) {
 	}
 }
 
+// throttledWorld allows one DescribeNetworkInterfaces per window of the
+// given length, a window the client knows, and retries within
+// milliseconds otherwise.
+func throttledWorld(t *testing.T, window time.Duration) *world {
+	t.Helper()
+	return newWorld(t, func(s *fakecloud.Spec, _ *fakecloud.Options, o *Options) {
+		s.Settings.Throttle = map[string]int{"*": 0, "DescribeNetworkInterfaces": 1}
+		s.Settings.ThrottleWindow = fakecloud.Duration(window)
+		o.ThrottleWindow = window
+		o.Backoff = backoff.NewSet(nil, map[string]backoff.Policy{"": {Duration: time.Millisecond, Steps: 3}})
+	})
+}
+
 // A throttled answer says when the next window opens, on the cloud's
 // window boundaries; the client's own retry waits for it instead of
 // retrying into refusals, and the wait is jittered over the window's
 // first sixtieth. The answer is still the SDK's error underneath.
 func TestThrottledCallWaitsForTheNextWindow(t *testing.T) {
 	const window = 600 * time.Millisecond
-	w := newWorld(t, func(s *fakecloud.Spec, _ *fakecloud.Options, o *Options) {
-		s.Settings.Throttle = map[string]int{"*": 0, "DescribeNetworkInterfaces": 1}
-		s.Settings.ThrottleWindow = fakecloud.Duration(window)
-		o.ThrottleWindow = window
-		o.Backoff = backoff.NewSet(nil, map[string]backoff.Policy{"": {Duration: time.Millisecond, Steps: 3}})
-	})
+	w := throttledWorld(t, window)
 	throttledCalls := func() int64 {
 		return w.cloud.CallCount(fakecloud.CallFilter{Action: "DescribeNetworkInterfaces", Outcome: "Throttling.User"})
 	}
@@ -651,12 +659,7 @@ func TestThrottledCallWaitsForTheNextWindow(t *testing.T) {
 // rollback), and gets the throttle at once.
 func TestThrottledCallGivesUpBeforeTheDeadline(t *testing.T) {
 	const window = 2 * time.Second
-	w := newWorld(t, func(s *fakecloud.Spec, _ *fakecloud.Options, o *Options) {
-		s.Settings.Throttle = map[string]int{"*": 0, "DescribeNetworkInterfaces": 1}
-		s.Settings.ThrottleWindow = fakecloud.Duration(window)
-		o.ThrottleWindow = window
-		o.Backoff = backoff.NewSet(nil, map[string]backoff.Policy{"": {Duration: time.Millisecond, Steps: 3}})
-	})
+	w := throttledWorld(t, window)
 	// Start early in a window, so that the next one is well past the deadline.
 	time.Sleep(time.Until(time.Unix(0, (time.Now().UnixNano()/int64(window)+1)*int64(window))))
 	if _, err := w.api.DescribeENIs(ctx(t), ENIFilter{InstanceID: node1}); err != nil {

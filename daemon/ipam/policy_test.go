@@ -246,6 +246,19 @@ func TestPolicyENILimitPauseLiftedWhenSlotsChange(t *testing.T) {
 	h.checkLimitPauseLifted(p, 0, "ns/a1", "ns/a2")
 }
 
+// pausesOfThreeFailures lets a failing creation fail three times in a
+// row, each retried when its pause ends, and returns the three pauses.
+func pausesOfThreeFailures(h *policy, p *MultiIP) []time.Duration {
+	h.t.Helper()
+	h.until("the first failure", func() bool { return p.failureCount() == 1 })
+	pauses := []time.Duration{p.createPauseLeft()}
+	for n := 2; n <= 3; n++ {
+		h.advanceTo(h.clk.Now().Add(pauses[len(pauses)-1]), fmt.Sprintf("failure %d", n), func() bool { return p.failureCount() == n })
+		pauses = append(pauses, p.createPauseLeft())
+	}
+	return pauses
+}
+
 // Consecutive failures double the pause, up to FailureBackoffCap; after
 // maxTransientFailures pods fail instead of waiting.
 func TestPolicyFailureBackoffDoublesUpToTheCap(t *testing.T) {
@@ -255,13 +268,7 @@ func TestPolicyFailureBackoffDoublesUpToTheCap(t *testing.T) {
 	p := h.multiIP(cfg)
 	h.run(p.Run)
 	a := allocAsync(p.Allocate, "ns/a")
-	var pauses []time.Duration
-	h.until("the first failure", func() bool { return p.failureCount() == 1 })
-	pauses = append(pauses, p.createPauseLeft())
-	for n := 2; n <= 3; n++ {
-		h.advanceTo(h.clk.Now().Add(pauses[len(pauses)-1]), fmt.Sprintf("failure %d", n), func() bool { return p.failureCount() == n })
-		pauses = append(pauses, p.createPauseLeft())
-	}
+	pauses := pausesOfThreeFailures(h, p)
 	if r := h.wait(a); !errors.Is(r.err, ErrInsufficientIPs) || !strings.Contains(r.err.Error(), "3 consecutive") {
 		t.Fatalf("got %v, want ErrInsufficientIPs after 3 consecutive failures", r.err)
 	}
@@ -282,13 +289,7 @@ func TestPolicyThrottlingPausesWithoutDoubling(t *testing.T) {
 	p := h.multiIP(cfg)
 	h.run(p.Run)
 	a := allocAsync(p.Allocate, "ns/a")
-	var pauses []time.Duration
-	h.until("the first failure", func() bool { return p.failureCount() == 1 })
-	pauses = append(pauses, p.createPauseLeft())
-	for n := 2; n <= 3; n++ {
-		h.advanceTo(h.clk.Now().Add(pauses[len(pauses)-1]), fmt.Sprintf("failure %d", n), func() bool { return p.failureCount() == n })
-		pauses = append(pauses, p.createPauseLeft())
-	}
+	pauses := pausesOfThreeFailures(h, p)
 	for _, d := range pauses {
 		if d < cfg.FailureBackoff || d > cfg.FailureBackoff*3/2 {
 			t.Fatalf("pauses %v, want each within [%v, %v]", pauses, cfg.FailureBackoff, cfg.FailureBackoff*3/2)
