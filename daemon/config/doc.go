@@ -113,10 +113,9 @@
 // retries of 429, 5xx and transport errors (Terway main's metadata client
 // uses the same). throttled: how long the lab's route controller waits
 // after a Throttling answer (the daemon's cloud client slows its rate
-// limiter instead, see rate_limit); its Cap, stretched by up to Jitter at
-// random, is also how long a start whose DescribeInstanceTypes is
-// throttled waits before asking again (about one API budget window)
-// rather than failing the start. kubernetes: retries of the
+// limiter and waits for the next window, see rate_limit and
+// throttle_window; a start whose DescribeInstanceTypes is throttled waits
+// so too rather than failing). kubernetes: retries of the
 // daemon's API server patches (enable_patch_pod_ips). pool_growth: how
 // long a pool pauses growing after a failed cloud call: Duration, doubled
 // for each failure in a row, up to Cap (the other fields are not used).
