@@ -250,7 +250,7 @@ func (e *env) exclusiveObjects(eni netlink.Link, peer vethPair, mac net.Hardware
 	objs = append(objs, linkObj{h: e.pod, link: eni, mtu: e.s.mtu(), mac: mac})
 	for _, f := range e.s.families() {
 		objs = append(objs,
-			addrObj{h: e.pod, link: eni, prefix: f.host()},
+			addrObj{h: e.pod, link: eni, prefix: e.s.podPrefix(f)},
 			newRoute(e.pod, defaultRoute(f), f.gw, eni, unix.RT_TABLE_MAIN))
 		for _, dst := range e.s.ExtraRoutes {
 			if f.has(dst) {

@@ -35,7 +35,17 @@ var (
 	eniGW6   = netip.MustParseAddr("fd00:192:168:1::253")
 	podCIDR4 = netip.MustParsePrefix("172.20.3.0/24")
 	svcCIDR4 = netip.MustParsePrefix("10.96.0.0/12")
+	svcCIDR6 = netip.MustParsePrefix("fd00:96::/108")
+	// A trunk's member ENI (VLAN) is in vSwitch 192.168.5.0/24, tagged
+	// memberVID on the trunk eth1.
+	memberCIDR4 = netip.MustParsePrefix("192.168.5.0/24")
+	memberCIDR6 = netip.MustParsePrefix("fd00:192:168:5::/64")
+	memberGW4   = netip.MustParseAddr("192.168.5.253")
+	memberGW6   = netip.MustParseAddr("fd00:192:168:5::253")
 )
+
+// memberVID is the member ENI's VLAN on the trunk.
+const memberVID = 100
 
 // eniName is the ENI's name in the node namespace.
 const eniName = "eth1"
@@ -256,13 +266,19 @@ func (n *node) spec(kind Kind, i int, o podOpts) *Spec {
 	if kind == VPCRoute {
 		s.IPv4, s.CIDRv4, s.Gatewayv4, s.ENIMAC = addN(podCIDR4.Addr(), 10+i), podCIDR4, netip.Addr{}, ""
 	}
-	if kind == ExclusiveENI {
-		s.ServiceCIDRs = []netip.Prefix{svcCIDR4, netip.MustParsePrefix("fd00:96::/108")}
+	if kind == ExclusiveENI || kind == IPVlan || kind == VLAN {
+		s.ServiceCIDRs = []netip.Prefix{svcCIDR4, svcCIDR6}
+	}
+	if kind == VLAN {
+		s.IPv4, s.CIDRv4, s.Gatewayv4, s.VLANID = addN(memberCIDR4.Addr(), 10+i), memberCIDR4, memberGW4, memberVID
 	}
 	if o.dual {
 		s.IPv6, s.CIDRv6 = addN(eniCIDR6.Addr(), 0xa0+i), eniCIDR6
 		if kind != VPCRoute {
 			s.Gatewayv6 = eniGW6
+		}
+		if kind == VLAN {
+			s.IPv6, s.CIDRv6, s.Gatewayv6 = addN(memberCIDR6.Addr(), 0xa0+i), memberCIDR6, memberGW6
 		}
 	}
 	return s

@@ -103,35 +103,46 @@ type addrObj struct {
 	// noPrefixRoute keeps the kernel from routing the prefix through the
 	// link (IPv6 adds a route even for a /128).
 	noPrefixRoute bool
+	// scope is the address's scope; 0 is global (universe).
+	scope netlink.Scope
 }
 
 func (o addrObj) String() string {
 	return fmt.Sprintf("address %s on %s in %s", o.prefix, o.link.Attrs().Name, o.h.where)
 }
 
-func (o addrObj) present() (bool, error) {
+// find returns the link's address of the prefix, if any.
+func (o addrObj) find() (*netlink.Addr, error) {
 	fam := netlinkFamilyV4
 	if o.prefix.Addr().Is6() {
 		fam = netlinkFamilyV6
 	}
 	addrs, err := o.h.AddrList(o.link, fam)
 	if err != nil {
-		return false, failed(o, "list addresses for", err)
+		return nil, failed(o, "list addresses for", err)
 	}
-	for _, a := range addrs {
+	for i, a := range addrs {
 		if nlsafe.Prefix(a.IPNet) == o.prefix {
-			return true, nil
+			return &addrs[i], nil
 		}
 	}
-	return false, nil
+	return nil, nil
 }
 
 func (o addrObj) ensure() error {
-	ok, err := o.present()
-	if err != nil || ok {
+	have, err := o.find()
+	if err != nil {
 		return err
 	}
-	a := &netlink.Addr{IPNet: nlsafe.IPNet(o.prefix)}
+	if have != nil && have.Scope == int(o.scope) {
+		return nil
+	}
+	if have != nil {
+		if err := o.h.AddrDel(o.link, have); err != nil && !gone(err) {
+			return failed(o, fmt.Sprintf("replace scope %d of", have.Scope), err)
+		}
+	}
+	a := &netlink.Addr{IPNet: nlsafe.IPNet(o.prefix), Scope: int(o.scope)}
 	if o.prefix.Addr().Is6() {
 		a.Flags |= unix.IFA_F_NODAD
 	}
@@ -145,12 +156,14 @@ func (o addrObj) ensure() error {
 }
 
 func (o addrObj) check() error {
-	ok, err := o.present()
-	if err != nil {
+	have, err := o.find()
+	switch {
+	case err != nil:
 		return err
-	}
-	if !ok {
+	case have == nil:
 		return broken(o, "missing")
+	case have.Scope != int(o.scope):
+		return broken(o, "scope %s, want %s", netlink.Scope(have.Scope), o.scope)
 	}
 	return nil
 }

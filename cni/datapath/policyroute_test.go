@@ -138,10 +138,10 @@ func requireResult(t *testing.T, res *current.Result, s *Spec, host, pod netlink
 	for _, r := range res.Routes {
 		routes = append(routes, fmt.Sprintf("%s %s", r.Dst.String(), r.GW))
 	}
-	wantIPs := []string{fmt.Sprintf("%d %s/32 %s", podIndex, s.IPv4, gw4)}
+	wantIPs := []string{fmt.Sprintf("%d %s %s", podIndex, s.podPrefix(s.families()[0]), gw4)}
 	wantRoutes := []string{"0.0.0.0/0 " + gw4.String()}
 	if s.IPv6.IsValid() {
-		wantIPs = append(wantIPs, fmt.Sprintf("%d %s/128 %s", podIndex, s.IPv6, gw6))
+		wantIPs = append(wantIPs, fmt.Sprintf("%d %s %s", podIndex, s.podPrefix(s.families()[1]), gw6))
 		wantRoutes = append(wantRoutes, "::/0 "+gw6.String())
 	}
 	if strings.Join(ips, "; ") != strings.Join(wantIPs, "; ") {

@@ -64,6 +64,8 @@ var kindLinks = map[Kind]struct{ setup, check func(*env) (*built, error) }{
 	PolicyRoute:  {(*env).setupPolicyRoute, (*env).checkPolicyRoute},
 	VPCRoute:     {(*env).setupVPCRoute, (*env).checkVPCRoute},
 	ExclusiveENI: {(*env).setupExclusiveENI, (*env).checkExclusiveENI},
+	IPVlan:       {(*env).setupIPVlan, (*env).checkIPVlan},
+	VLAN:         {(*env).setupVLAN, (*env).checkVLAN},
 }
 
 // walk gets the datapath's links through links, then passes every object
@@ -109,12 +111,13 @@ func (e *env) result(b *built) (*current.Result, error) {
 	}
 	for _, f := range e.s.families() {
 		gw := f.linkGW
-		if e.s.Kind == ExclusiveENI {
+		if e.s.Kind != PolicyRoute && e.s.Kind != VPCRoute {
 			gw = f.gw
 		}
+		addr := e.s.podPrefix(f)
 		r.IPs = append(r.IPs, &current.IPConfig{
 			Interface: current.Int(podIndex),
-			Address:   *nlsafe.IPNet(f.host()),
+			Address:   *nlsafe.IPNet(addr),
 			Gateway:   gw.AsSlice(),
 		})
 		r.Routes = append(r.Routes, cniRoute(defaultRoute(f), gw))

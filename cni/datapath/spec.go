@@ -31,6 +31,12 @@ const (
 	// VPCRoute (VPC mode): a veth pair and a host route to an address of
 	// the node's podCIDR; the VPC route table carries the podCIDR.
 	VPCRoute Kind = "VPCRoute"
+	// IPVlan (ENIMultiIP, "IPVlan"): an ipvlan L2 slave of the ENI in the
+	// pod, with a host-side slave for the node's own and Service traffic.
+	IPVlan Kind = "IPVlan"
+	// VLAN (a trunk's member ENI): an 802.1Q sub-interface of the trunk
+	// ENI in the pod, plus the host-peer veth as ExclusiveENI has.
+	VLAN Kind = "VLAN"
 )
 
 // Spec is everything needed to build, check or remove one pod interface.
@@ -69,11 +75,13 @@ type Spec struct {
 	Gatewayv6 netip.Addr `json:"gatewayv6,omitzero"`
 
 	// ENIMAC finds the ENI among the node's links, whatever their type
-	// (PolicyRoute, ExclusiveENI).
+	// (PolicyRoute, ExclusiveENI, IPVlan; the trunk ENI for VLAN).
 	ENIMAC string `json:"eniMac,omitempty"`
 	// ENIName is the ENI's link name in the node before ExclusiveENI moved
 	// it into the pod. Setup records it; Teardown restores it.
 	ENIName string `json:"eniName,omitempty"`
+	// VLANID is the member ENI's VLAN on the trunk (VLAN).
+	VLANID int `json:"vlanId,omitempty"`
 
 	// ServiceCIDRs and HostStackCIDRs are routed to the host through the
 	// host peer (ExclusiveENI).
@@ -140,11 +148,16 @@ func (s *Spec) minMTU() int {
 	return 68
 }
 
-// hostPeer reports whether ExclusiveENI adds the host-peer veth: only for
-// the pod's primary interface, as Terway does.
+// hostPeer reports whether ExclusiveENI or VLAN adds the host-peer veth:
+// only for the pod's primary interface, as Terway does.
 func (s *Spec) hostPeer() bool {
-	return s.Kind == ExclusiveENI && !s.DisableHostPeer && s.IfName == "eth0"
+	return (s.Kind == ExclusiveENI || s.Kind == VLAN) && !s.DisableHostPeer && s.IfName == "eth0"
 }
+
+// ownsENI reports whether the pod's interface is an ENI of its own or a
+// VLAN of one (ExclusiveENI, VLAN): the pod routes via the vSwitch
+// gateway, not a link-local one, and Service traffic takes the host peer.
+func (s *Spec) ownsENI() bool { return s.Kind == ExclusiveENI || s.Kind == VLAN }
 
 // usesVeth reports whether the pod interface is the pod end of a veth pair.
 func (s *Spec) usesVeth() bool { return s.Kind == PolicyRoute || s.Kind == VPCRoute }
@@ -165,6 +178,8 @@ type family struct {
 	pod netip.Addr
 	// gw is the vSwitch gateway (ENI modes), linkGW the link-local one.
 	gw, linkGW netip.Addr
+	// cidr is the vSwitch's (ENI modes) or podCIDR (VPC mode), if known.
+	cidr netip.Prefix
 }
 
 // nl is the netlink family constant.
@@ -178,6 +193,26 @@ func (f family) nl() int {
 // host is the pod address as a single-address prefix (/32 or /128).
 func (f family) host() netip.Prefix { return netip.PrefixFrom(f.pod, f.pod.BitLen()) }
 
+// onLink is the pod address with the vSwitch's mask, for a pod that
+// shares the vSwitch's L2 segment (IPVlan); the single address without
+// a known vSwitch.
+func (f family) onLink() netip.Prefix {
+	if !f.cidr.IsValid() {
+		return f.host()
+	}
+	return netip.PrefixFrom(f.pod, f.cidr.Bits())
+}
+
+// podPrefix is the pod's address on its interface: under the vSwitch's
+// mask for the kinds on the vSwitch's L2 segment (IPVlan, VLAN), a
+// single address otherwise.
+func (s *Spec) podPrefix(f family) netip.Prefix {
+	if s.Kind == IPVlan || s.Kind == VLAN {
+		return f.onLink()
+	}
+	return f.host()
+}
+
 // has reports whether p belongs to this family.
 func (f family) has(p netip.Prefix) bool { return p.Addr().Is6() == f.v6 }
 
@@ -185,10 +220,10 @@ func (f family) has(p netip.Prefix) bool { return p.Addr().Is6() == f.v6 }
 func (s *Spec) families() []family {
 	var fams []family
 	if s.IPv4.IsValid() {
-		fams = append(fams, family{pod: s.IPv4, gw: s.Gatewayv4, linkGW: linkGatewayV4})
+		fams = append(fams, family{pod: s.IPv4, gw: s.Gatewayv4, linkGW: linkGatewayV4, cidr: s.CIDRv4})
 	}
 	if s.IPv6.IsValid() {
-		fams = append(fams, family{v6: true, pod: s.IPv6, gw: s.Gatewayv6, linkGW: linkGatewayV6})
+		fams = append(fams, family{v6: true, pod: s.IPv6, gw: s.Gatewayv6, linkGW: linkGatewayV6, cidr: s.CIDRv6})
 	}
 	return fams
 }
@@ -220,7 +255,20 @@ func (s *Spec) validate() error {
 	if minMTU := s.minMTU(); s.MTU != 0 && (s.MTU < minMTU || s.MTU > 65535) {
 		return fmt.Errorf("datapath spec: MTU %d out of range %d-65535", s.MTU, minMTU)
 	}
-	if s.Kind == PolicyRoute || s.Kind == ExclusiveENI {
+	if s.Kind == VLAN && (s.VLANID < 1 || s.VLANID > 4094) {
+		return fmt.Errorf("datapath spec: VLAN ID %d out of range 1-4094", s.VLANID)
+	}
+	if s.Kind == IPVlan {
+		for _, c := range []struct {
+			pod  netip.Addr
+			cidr netip.Prefix
+		}{{s.IPv4, s.CIDRv4}, {s.IPv6, s.CIDRv6}} {
+			if c.pod.IsValid() && c.cidr.IsValid() && !c.cidr.Contains(c.pod) {
+				return fmt.Errorf("datapath spec: pod address %s outside its vSwitch %s", c.pod, c.cidr)
+			}
+		}
+	}
+	if s.Kind != VPCRoute {
 		if _, err := s.eniMAC(); err != nil {
 			return fmt.Errorf("datapath spec: %w", err)
 		}
@@ -240,7 +288,7 @@ func (s *Spec) validate() error {
 // or gateways, as long as it knows what kind of datapath to remove.
 func (s *Spec) validateBase() error {
 	switch s.Kind {
-	case PolicyRoute, VPCRoute, ExclusiveENI:
+	case PolicyRoute, VPCRoute, ExclusiveENI, IPVlan, VLAN:
 	default:
 		return fmt.Errorf("datapath spec: unknown kind %q", s.Kind)
 	}

@@ -21,7 +21,11 @@ func TestSpecValidation(t *testing.T) {
 		mut  func(*Spec)
 		want string
 	}{
-		{"kind", func(s *Spec) { s.Kind = "IPVlan" }, "unknown kind"},
+		{"kind", func(s *Spec) { s.Kind = "Macvlan" }, "unknown kind"},
+		{"VLAN without ID", func(s *Spec) { s.Kind = VLAN }, "VLAN ID 0 out of range"},
+		{"VLAN ID", func(s *Spec) { s.Kind, s.VLANID = VLAN, 4095 }, "VLAN ID 4095 out of range"},
+		{"IPVlan outside vSwitch", func(s *Spec) { s.Kind, s.CIDRv4 = IPVlan, netip.MustParsePrefix("10.0.0.0/24") }, "outside its vSwitch"},
+		{"IPVlan without MAC", func(s *Spec) { s.Kind, s.ENIMAC = IPVlan, "" }, "ENI MAC"},
 		{"no address", func(s *Spec) { s.IPv4 = netip.Addr{} }, "neither IPv4 nor IPv6"},
 		{"v6 as v4", func(s *Spec) { s.IPv4 = netip.MustParseAddr("fd00::1") }, "not an IPv4 address"},
 		{"no gateway", func(s *Spec) { s.Gatewayv4 = netip.Addr{} }, "gateway"},

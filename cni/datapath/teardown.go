@@ -44,6 +44,10 @@ func teardown(s *Spec, retire bool) error {
 		err = e.teardownVeth()
 	case ExclusiveENI:
 		err = e.teardownExclusiveENI()
+	case IPVlan:
+		err = e.teardownIPVlan()
+	case VLAN:
+		err = e.teardownVLAN()
 	}
 	if err != nil {
 		return fmt.Errorf("tear down %s datapath of %s: %w", s.Kind, s.IfName, err)

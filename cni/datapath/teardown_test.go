@@ -14,7 +14,7 @@ import (
 // pod namespace present, empty or vanished, and nothing is touched.
 func TestTeardownWithoutSetup(t *testing.T) {
 	n := newNode(t)
-	for _, kind := range []Kind{PolicyRoute, VPCRoute, ExclusiveENI} {
+	for _, kind := range []Kind{PolicyRoute, VPCRoute, ExclusiveENI, IPVlan, VLAN} {
 		s := n.spec(kind, 0, podOpts{dual: true})
 		pod := newPod(t, s)
 		ph := testnetns.Handle(t, pod.Path())

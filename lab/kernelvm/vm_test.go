@@ -178,10 +178,35 @@ func TestVMDatapathTests(t *testing.T) {
 	if strings.Contains(out, "--- SKIP") {
 		t.Errorf("a datapath test skipped in the VM, where every kernel feature is there:\n%s", out)
 	}
+	requireVMPassed(t, out, "TestIPVlan", "TestIPVlanOneAddressOnePod", "TestCheckIPVlan", "TestVLAN", "TestCheckVLAN")
 	t.Logf("datapath tests in the VM: %d passed", strings.Count(out, "--- PASS"))
 }
 
 // datapathModules are what the datapaths' tests use besides links: tc
 // (bandwidth), the ingress qdisc and filters the ENI datapaths set, and
 // htb, which a test puts where tbf belongs.
-var datapathModules = []string{"sch_tbf", "sch_htb", "sch_ingress", "cls_u32", "act_mirred", "act_skbedit", "ifb"}
+var datapathModules = []string{"sch_tbf", "sch_htb", "sch_ingress", "cls_u32", "act_mirred", "act_skbedit", "act_tunnel_key", "ifb"}
+
+// requireVMPassed fails unless every test named passed in the VM's
+// output, and logs the ipvlan and VLAN tests that passed (make
+// test-kernel's output shows them).
+func requireVMPassed(t *testing.T, out string, names ...string) {
+	t.Helper()
+	passed := map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "--- PASS: ")
+		if !ok {
+			continue
+		}
+		name, _, _ := strings.Cut(rest, " ")
+		passed[name] = true
+		if l := strings.ToLower(name); strings.Contains(l, "ipvlan") || strings.Contains(l, "vlan") {
+			t.Logf("passed in the VM: %s", rest)
+		}
+	}
+	for _, n := range names {
+		if !passed[n] {
+			t.Errorf("%s did not pass in the VM", n)
+		}
+	}
+}
