@@ -109,7 +109,7 @@ func (inv *invocation) setup(ctx context.Context, client *daemonClient, reply *r
 	if err != nil {
 		return nil, nil, err
 	}
-	kind, fallback, err := SelectKind(reply.IPType, inv.conf.VirtualType, func() error { return inv.p.probeIPVlan(args.Netns) })
+	kind, fallback, err := SelectKind(reply.IPType, nc.ENIInfo, inv.conf.VirtualType, func() error { return inv.p.probeIPVlan(args.Netns) })
 	if err != nil {
 		return nil, nil, err
 	}

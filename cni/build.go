@@ -18,15 +18,19 @@ type Fallback struct {
 	Reason    string
 }
 
-// SelectKind picks the datapath for the daemon's IPType and the config's
-// eniip_virtual_type: TypeENIMultiIP → PolicyRoute, TypeVPCENI →
-// ExclusiveENI, TypeVPCIP → VPCRoute. IPVlan is asked of probe (nil: the
-// kernel can do ipvlan); either way this plugin has no ipvlan datapath, so
-// such a pod gets PolicyRoute and a non-nil Fallback saying why, as does
-// datapathv2.
-func SelectKind(ipType rpc.IPType, vt VirtualType, probe func() error) (datapath.Kind, *Fallback, error) {
+// SelectKind picks the datapath for the daemon's IPType, its ENIInfo and
+// the config's eniip_virtual_type, as Terway's plugin does: TypeVPCENI →
+// ExclusiveENI, or VLAN when the ENI is a trunk's member (Trunk with a
+// Vid); TypeVPCIP → VPCRoute; TypeENIMultiIP → PolicyRoute, or IPVlan
+// when asked for and probe (nil: the kernel can do ipvlan) agrees. A pod
+// that asked for IPVlan on a kernel without it, or for datapathv2 (not
+// built here), gets PolicyRoute and a non-nil Fallback saying why.
+func SelectKind(ipType rpc.IPType, eni *rpc.ENIInfo, vt VirtualType, probe func() error) (datapath.Kind, *Fallback, error) {
 	switch ipType {
 	case rpc.IPType_TypeVPCENI:
+		if eni.GetTrunk() && eni.GetVid() != 0 {
+			return datapath.VLAN, nil, nil
+		}
 		return datapath.ExclusiveENI, nil, nil
 	case rpc.IPType_TypeVPCIP:
 		return datapath.VPCRoute, nil, nil
@@ -36,13 +40,13 @@ func SelectKind(ipType rpc.IPType, vt VirtualType, probe func() error) (datapath
 	}
 	switch vt {
 	case VirtualIPVlan:
-		reason := "the ipvlan datapath is not built into this plugin"
-		if err := probe(); err != nil {
-			if errors.Is(err, datapath.ErrIPVlanUnsupported) {
-				reason = "the kernel lacks ipvlan (" + err.Error() + ")"
-			} else {
-				reason = "ipvlan probe failed (" + err.Error() + ")"
-			}
+		err := probe()
+		if err == nil {
+			return datapath.IPVlan, nil, nil
+		}
+		reason := "ipvlan probe failed (" + err.Error() + ")"
+		if errors.Is(err, datapath.ErrIPVlanUnsupported) {
+			reason = "the kernel lacks ipvlan (" + err.Error() + ")"
 		}
 		return datapath.PolicyRoute, &Fallback{Requested: vt, Reason: reason}, nil
 	case VirtualDatapathV2:
@@ -137,8 +141,11 @@ func BuildSpec(in SpecInput) (*datapath.Spec, error) {
 		}
 		s.ENIMAC = hw.String()
 	}
-	if (s.Kind == datapath.PolicyRoute || s.Kind == datapath.ExclusiveENI) && s.ENIMAC == "" {
+	if s.Kind != datapath.VPCRoute && s.ENIMAC == "" {
 		return nil, fmt.Errorf("daemon answer for a %s pod without the ENI's MAC", s.Kind)
+	}
+	if s.Kind == datapath.VLAN {
+		s.VLANID = int(nc.ENIInfo.GetVid())
 	}
 	return s, nil
 }

@@ -29,18 +29,21 @@ func TestSelectKind(t *testing.T) {
 	missing := func() error { return fmt.Errorf("probe: %w", datapath.ErrIPVlanUnsupported) }
 	tests := []struct {
 		ipType   rpc.IPType
+		eni      *rpc.ENIInfo
 		vt       VirtualType
 		probe    func() error
 		kind     datapath.Kind
 		fallback string
 	}{
-		{rpc.IPType_TypeENIMultiIP, VirtualVeth, nil, datapath.PolicyRoute, ""},
-		{rpc.IPType_TypeENIMultiIP, VirtualIPVlan, missing, datapath.PolicyRoute, "kernel lacks ipvlan"},
-		{rpc.IPType_TypeENIMultiIP, VirtualIPVlan, func() error { return nil }, datapath.PolicyRoute, "not built"},
-		{rpc.IPType_TypeENIMultiIP, VirtualIPVlan, func() error { return errors.New("netns gone") }, datapath.PolicyRoute, "netns gone"},
-		{rpc.IPType_TypeENIMultiIP, VirtualDatapathV2, nil, datapath.PolicyRoute, "datapathv2"},
-		{rpc.IPType_TypeVPCENI, VirtualIPVlan, nil, datapath.ExclusiveENI, ""},
-		{rpc.IPType_TypeVPCIP, VirtualIPVlan, nil, datapath.VPCRoute, ""},
+		{rpc.IPType_TypeENIMultiIP, nil, VirtualVeth, nil, datapath.PolicyRoute, ""},
+		{rpc.IPType_TypeENIMultiIP, nil, VirtualIPVlan, missing, datapath.PolicyRoute, "kernel lacks ipvlan"},
+		{rpc.IPType_TypeENIMultiIP, nil, VirtualIPVlan, func() error { return nil }, datapath.IPVlan, ""},
+		{rpc.IPType_TypeENIMultiIP, nil, VirtualIPVlan, func() error { return errors.New("netns gone") }, datapath.PolicyRoute, "netns gone"},
+		{rpc.IPType_TypeENIMultiIP, nil, VirtualDatapathV2, nil, datapath.PolicyRoute, "datapathv2"},
+		{rpc.IPType_TypeVPCENI, nil, VirtualIPVlan, nil, datapath.ExclusiveENI, ""},
+		{rpc.IPType_TypeVPCENI, &rpc.ENIInfo{Trunk: true, Vid: 100}, VirtualVeth, nil, datapath.VLAN, ""},
+		{rpc.IPType_TypeVPCENI, &rpc.ENIInfo{Trunk: true}, VirtualVeth, nil, datapath.ExclusiveENI, ""},
+		{rpc.IPType_TypeVPCIP, nil, VirtualIPVlan, nil, datapath.VPCRoute, ""},
 	}
 	for _, tc := range tests {
 		probed := false
@@ -52,7 +55,7 @@ func TestSelectKind(t *testing.T) {
 			}
 			return tc.probe()
 		}
-		kind, fb, err := SelectKind(tc.ipType, tc.vt, probe)
+		kind, fb, err := SelectKind(tc.ipType, tc.eni, tc.vt, probe)
 		if err != nil || kind != tc.kind {
 			t.Errorf("%v/%s: %s %v, want %s", tc.ipType, tc.vt, kind, err, tc.kind)
 		}
@@ -66,7 +69,7 @@ func TestSelectKind(t *testing.T) {
 			t.Errorf("%v/%s: probe not called", tc.ipType, tc.vt)
 		}
 	}
-	if _, _, err := SelectKind(rpc.IPType(7), VirtualVeth, nil); err == nil {
+	if _, _, err := SelectKind(rpc.IPType(7), nil, VirtualVeth, nil); err == nil {
 		t.Error("unknown IPType accepted")
 	}
 }
@@ -156,5 +159,33 @@ func TestPickNetConf(t *testing.T) {
 	}
 	if !slices.Equal(SupportedVersions, []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"}) {
 		t.Errorf("SupportedVersions %v", SupportedVersions)
+	}
+}
+
+// TestFallbackTwin: a DEL without its state file, for a pod whose config
+// asks for IPVlan, tears down both what IPVlan and what its PolicyRoute
+// fallback build; with the state file, or another config, only the one.
+func TestFallbackTwin(t *testing.T) {
+	for _, tc := range []struct {
+		vt     VirtualType
+		kind   datapath.Kind
+		source string
+		want   datapath.Kind
+	}{
+		{VirtualIPVlan, datapath.IPVlan, "daemon record", datapath.PolicyRoute},
+		{VirtualIPVlan, datapath.PolicyRoute, "prevResult", datapath.IPVlan},
+		{VirtualIPVlan, datapath.IPVlan, "state file", ""},
+		{VirtualVeth, datapath.PolicyRoute, "daemon record", ""},
+		{VirtualIPVlan, datapath.ExclusiveENI, "daemon record", ""},
+	} {
+		inv := &invocation{conf: &Config{VirtualType: tc.vt}}
+		twin := inv.fallbackTwin(datapath.Spec{Kind: tc.kind}, tc.source)
+		var got datapath.Kind
+		if twin != nil {
+			got = twin.Kind
+		}
+		if got != tc.want {
+			t.Errorf("%s pod from %s with %s: twin %q, want %q", tc.kind, tc.source, tc.vt, got, tc.want)
+		}
 	}
 }

@@ -37,8 +37,9 @@ type VirtualType string
 const (
 	// VirtualVeth is the veth policy-routing datapath (the default).
 	VirtualVeth VirtualType = "Veth"
-	// VirtualIPVlan asks for ipvlan L2 on the ENI. This plugin has no
-	// ipvlan datapath; such pods fall back to VirtualVeth with a pod event.
+	// VirtualIPVlan asks for ipvlan L2 on the ENI (datapath.IPVlan). On
+	// a kernel without ipvlan such pods fall back to VirtualVeth with a
+	// pod event.
 	VirtualIPVlan VirtualType = "IPVlan"
 	// VirtualDatapathV2 is Terway's Cilium eBPF datapath; not built here,
 	// so it falls back to VirtualVeth with a pod event too.

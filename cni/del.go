@@ -54,9 +54,15 @@ func (p *plugin) cmdDel(ctx context.Context, inv *invocation) error {
 		if spec.Kind == datapath.ExclusiveENI && inv.args.Netns == "" && isNetNS(recorded) {
 			spec.PodNetNS = recorded
 		}
-		if err := inv.teardownDeferred(ctx, &spec); err != nil {
-			inv.log.Error("datapath teardown failed", "err", err)
-			return types.NewError(types.ErrInternal, fmt.Sprintf("DEL pod %s: tear down %s datapath: %v", pod, spec.Kind, err), "")
+		specs := []*datapath.Spec{&spec}
+		if twin := inv.fallbackTwin(spec, source); twin != nil {
+			specs = append(specs, twin)
+		}
+		for _, s := range specs {
+			if err := inv.teardownDeferred(ctx, s); err != nil {
+				inv.log.Error("datapath teardown failed", "err", err)
+				return types.NewError(types.ErrInternal, fmt.Sprintf("DEL pod %s: tear down %s datapath: %v", pod, s.Kind, err), "")
+			}
 		}
 	}
 	tornDown = time.Since(start)
@@ -74,6 +80,26 @@ func (p *plugin) cmdDel(ctx context.Context, inv *invocation) error {
 		}
 	}
 	return nil
+}
+
+// fallbackTwin is, for a DEL that rebuilt the attachment from the
+// daemon's record or prevResult of a pod whose config asks for IPVlan,
+// the other datapath the ADD may have built: IPVlan, or PolicyRoute after
+// a fallback. Without the state file nothing says which it was; tearing
+// down what is not there changes nothing.
+func (inv *invocation) fallbackTwin(spec datapath.Spec, source string) *datapath.Spec {
+	if source == "state file" || inv.conf.VirtualType != VirtualIPVlan {
+		return nil
+	}
+	switch spec.Kind {
+	case datapath.IPVlan:
+		spec.Kind = datapath.PolicyRoute
+	case datapath.PolicyRoute:
+		spec.Kind = datapath.IPVlan
+	default:
+		return nil
+	}
+	return &spec
 }
 
 // release gives the address back to the daemon. A daemon that is down,
@@ -149,8 +175,9 @@ func (inv *invocation) attachmentFromReply(ipType rpc.IPType, ncs []*rpc.NetConf
 	if err != nil {
 		return nil, err
 	}
-	// No probe and no event here: an IPVlan request is PolicyRoute anyway.
-	kind, _, err := SelectKind(ipType, inv.conf.VirtualType, func() error { return nil })
+	// No probe and no event here: an IPVlan request may have fallen back
+	// to PolicyRoute, whose remains cmdDel removes too (fallbackTwin).
+	kind, _, err := SelectKind(ipType, nc.ENIInfo, inv.conf.VirtualType, func() error { return nil })
 	if err != nil {
 		return nil, err
 	}

@@ -11,10 +11,12 @@
 //   - ADD: CNI_NETNS must be a network namespace (else code 8; a path
 //     that does not exist fails in Setup) → per-container lock → AllocIP
 //     → pick the datapath from the reply's IPType (TypeENIMultiIP →
-//     PolicyRoute, TypeVPCENI → ExclusiveENI, TypeVPCIP → VPCRoute;
-//     eniip_virtual_type IPVlan and datapathv2 fall back to PolicyRoute
-//     with a VirtualModeChanged pod event, there being no ipvlan or eBPF
-//     datapath here) → write the state file → datapath.Setup under the
+//     PolicyRoute, or IPVlan with eniip_virtual_type IPVlan on a kernel
+//     that has ipvlan (probed in the pod's namespace); TypeVPCENI →
+//     ExclusiveENI, or VLAN when ENIInfo names a trunk member (Trunk,
+//     Vid); TypeVPCIP → VPCRoute; IPVlan on a kernel without it and
+//     datapathv2 fall back to PolicyRoute with a VirtualModeChanged pod
+//     event, there being no eBPF datapath here) → write the state file → datapath.Setup under the
 //     datapath locks → result. A failure after AllocIP tears down,
 //     releases the address ("roll back ip for error: …") and removes the
 //     state file.
