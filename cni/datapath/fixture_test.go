@@ -52,7 +52,7 @@ const eniName = "eth1"
 
 // nsWithoutDAD is a test namespace (testnetns.ForTest) without duplicate
 // address detection: addresses are usable at once.
-func nsWithoutDAD(t *testing.T) *testnetns.NS {
+func nsWithoutDAD(t testing.TB) *testnetns.NS {
 	t.Helper()
 	n := testnetns.ForTest(t)
 	setSysctls(t, n, map[string]string{
@@ -63,7 +63,7 @@ func nsWithoutDAD(t *testing.T) *testnetns.NS {
 }
 
 // setSysctls writes sysctls inside a test namespace (fixture setup).
-func setSysctls(t *testing.T, n ns.NetNS, kv map[string]string) {
+func setSysctls(t testing.TB, n ns.NetNS, kv map[string]string) {
 	t.Helper()
 	err := n.Do(func(ns.NetNS) error {
 		for k, v := range kv {
@@ -79,7 +79,7 @@ func setSysctls(t *testing.T, n ns.NetNS, kv map[string]string) {
 }
 
 // readSysctl reads one sysctl inside a namespace.
-func readSysctl(t *testing.T, n ns.NetNS, key string) string {
+func readSysctl(t testing.TB, n ns.NetNS, key string) string {
 	t.Helper()
 	var v []byte
 	err := n.Do(func(ns.NetNS) error {
@@ -107,7 +107,7 @@ type node struct {
 	fabricENI netlink.Link
 }
 
-func newNode(t *testing.T) *node {
+func newNode(t testing.TB) *node {
 	t.Helper()
 	n := &node{ns: nsWithoutDAD(t), fabric: nsWithoutDAD(t)}
 	n.nl, n.fnl = testnetns.Handle(t, n.ns.Path()), testnetns.Handle(t, n.fabric.Path())
@@ -147,7 +147,7 @@ func newNode(t *testing.T) *node {
 }
 
 // randomMAC is a locally administered unicast address.
-func randomMAC(t *testing.T) net.HardwareAddr {
+func randomMAC(t testing.TB) net.HardwareAddr {
 	t.Helper()
 	mac := make(net.HardwareAddr, 6)
 	if _, err := rand.Read(mac); err != nil {
@@ -158,7 +158,7 @@ func randomMAC(t *testing.T) net.HardwareAddr {
 }
 
 // addUplink creates a veth nodeName (node) / fabricName (fabric), both up.
-func (n *node) addUplink(t *testing.T, nodeName, fabricName string, mac net.HardwareAddr) netlink.Link {
+func (n *node) addUplink(t testing.TB, nodeName, fabricName string, mac net.HardwareAddr) netlink.Link {
 	t.Helper()
 	err := n.nl.LinkAdd(&netlink.Veth{
 		LinkAttrs:     netlink.LinkAttrs{Name: nodeName, HardwareAddr: mac},
@@ -178,7 +178,7 @@ func (n *node) addUplink(t *testing.T, nodeName, fabricName string, mac net.Hard
 	return l
 }
 
-func (n *node) link(t *testing.T, h *nlsafe.Handle, name string) netlink.Link {
+func (n *node) link(t testing.TB, h *nlsafe.Handle, name string) netlink.Link {
 	t.Helper()
 	l, err := h.LinkByName(name)
 	if err != nil {
@@ -187,7 +187,7 @@ func (n *node) link(t *testing.T, h *nlsafe.Handle, name string) netlink.Link {
 	return l
 }
 
-func (n *node) addAddr(t *testing.T, h *nlsafe.Handle, l netlink.Link, p netip.Prefix) {
+func (n *node) addAddr(t testing.TB, h *nlsafe.Handle, l netlink.Link, p netip.Prefix) {
 	t.Helper()
 	if err := h.AddrAdd(l, &netlink.Addr{IPNet: nlsafe.IPNet(p)}); err != nil {
 		t.Fatalf("fixture address %s on %s: %v", p, l.Attrs().Name, err)
@@ -195,7 +195,7 @@ func (n *node) addAddr(t *testing.T, h *nlsafe.Handle, l netlink.Link, p netip.P
 }
 
 // eni returns the ENI's current link in the node, or nil.
-func (n *node) eni(t *testing.T) netlink.Link {
+func (n *node) eni(t testing.TB) netlink.Link {
 	t.Helper()
 	links, err := n.nl.LinkList()
 	if err != nil {
@@ -210,7 +210,7 @@ func (n *node) eni(t *testing.T) netlink.Link {
 }
 
 // eniTable is the ENI's route table (the ENI must be in the node).
-func (n *node) eniTable(t *testing.T) int {
+func (n *node) eniTable(t testing.TB) int {
 	t.Helper()
 	l := n.eni(t)
 	if l == nil {
@@ -220,7 +220,7 @@ func (n *node) eniTable(t *testing.T) int {
 }
 
 // routePod tells the fabric which ENI holds a pod address.
-func (n *node) routePod(t *testing.T, ips ...netip.Addr) {
+func (n *node) routePod(t testing.TB, ips ...netip.Addr) {
 	t.Helper()
 	for _, ip := range ips {
 		if !ip.IsValid() {
@@ -292,7 +292,7 @@ func addN(a netip.Addr, n int) netip.Addr {
 }
 
 // newPod gives s a fresh pod namespace.
-func newPod(t *testing.T, s *Spec) *testnetns.NS {
+func newPod(t testing.TB, s *Spec) *testnetns.NS {
 	t.Helper()
 	p := nsWithoutDAD(t)
 	// Runtimes often start pods with IPv6 off; Setup must turn it on.
@@ -302,7 +302,7 @@ func newPod(t *testing.T, s *Spec) *testnetns.NS {
 }
 
 // setup runs Setup and fails the test on error.
-func setup(t *testing.T, s *Spec) {
+func setup(t testing.TB, s *Spec) {
 	t.Helper()
 	if _, err := Setup(s); err != nil {
 		t.Fatalf("Setup: %v", err)

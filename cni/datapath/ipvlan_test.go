@@ -65,7 +65,7 @@ func TestProbeIPVlan(t *testing.T) {
 // needLinkKind skips the test, saying why, on a kernel that cannot create
 // links of kind (ipvlan, vlan): make test-kernel runs it in a VM whose
 // kernel can, and fails there on any skip.
-func needLinkKind(t *testing.T, kind string) {
+func needLinkKind(t testing.TB, kind string) {
 	t.Helper()
 	n := nsWithoutDAD(t)
 	ip := func(args ...string) ([]byte, error) {

@@ -19,9 +19,21 @@ import (
 	"github.com/terway-sim/terway/internal/testnetns"
 )
 
+// PrebuiltEnv names a directory holding a terway plugin built beforehand,
+// which Build then uses instead of compiling one: where tests run without
+// a Go toolchain (make test-kernel's VM), the host builds it.
+const PrebuiltEnv = "TERWAY_PLUGIN_DIR"
+
 // Build compiles cmd/terway into a new temporary directory (libcni runs
-// plugins from a directory) and returns it with its removal.
+// plugins from a directory) and returns it with its removal; with
+// PrebuiltEnv set it returns that directory, and removes nothing.
 func Build(prefix string) (dir string, cleanup func(), err error) {
+	if d := os.Getenv(PrebuiltEnv); d != "" {
+		if _, err := os.Stat(filepath.Join(d, "terway")); err != nil {
+			return "", nil, fmt.Errorf("%s=%s: %w", PrebuiltEnv, d, err)
+		}
+		return d, func() {}, nil
+	}
 	dir, err = os.MkdirTemp("", prefix)
 	if err != nil {
 		return "", nil, err

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -13,8 +14,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/terway-sim/terway/cni/datapath"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud"
+	"github.com/terway-sim/terway/internal/testnetns"
 	"github.com/terway-sim/terway/internal/testwait"
 )
 
@@ -39,14 +42,46 @@ type datapathCase struct {
 
 var datapathCases = []datapathCase{
 	{"PolicyRoute", mode.ENIMultiIP, "Veth"},
+	{"IPVlan", mode.ENIMultiIP, "IPVlan"},
 	{"IPVlanFallsBackToPolicyRoute", mode.ENIMultiIP, "IPVlan"},
 	{"ExclusiveENI", mode.ENIOnly, ""},
 	{"VPCRoute", mode.VPC, ""},
 }
 
+// ipvlan reports whether a case's pods get the IPVlan datapath: it asks
+// for it and the kernel has ipvlan. Each IPVlan case runs only on the
+// kernel it is about, saying why otherwise: make test-kernel runs the
+// IPVlan one in a VM whose kernel has ipvlan.
+func (c datapathCase) ipvlan(t *testing.T) bool {
+	t.Helper()
+	if c.vtype != "IPVlan" {
+		return false
+	}
+	has := kernelHasIPVlan(t)
+	switch {
+	case c.name == "IPVlan" && !has:
+		t.Skip("this kernel lacks ipvlan: make test-kernel runs the IPVlan case in a VM whose kernel has it")
+	case c.name != "IPVlan" && has:
+		t.Skip("this kernel has ipvlan: there is no fallback to PolicyRoute to test")
+	}
+	return has
+}
+
+// kernelHasIPVlan probes in a namespace of the test's own.
+func kernelHasIPVlan(t *testing.T) bool {
+	t.Helper()
+	n := testnetns.ForTest(t)
+	err := datapath.ProbeIPVlan(n.Path())
+	if err != nil && !errors.Is(err, datapath.ErrIPVlanUnsupported) {
+		t.Fatalf("probe ipvlan: %v", err)
+	}
+	return err == nil
+}
+
 // twoNodes starts node-1 and node-2 (different vSwitches, so traffic
 // between them is routed by the fabric) for a datapath case.
 func twoNodes(t *testing.T, c datapathCase) (*env, *node, *node) {
+	c.ipvlan(t)
 	e := newEnv(t)
 	o1 := nodeOpts{mode: c.mode, vtype: c.vtype}
 	o2 := o1
@@ -165,7 +200,7 @@ func TestDatapathsAcrossSpecVersions(t *testing.T) {
 					t.Errorf("%s rules before %v, after %v", x.n.name, x.before.rules, after.rules)
 				}
 			}
-			if c.vtype == "IPVlan" {
+			if c.vtype == "IPVlan" && !c.ipvlan(t) {
 				assertEvent(t, n1, "a110", "VirtualModeChanged")
 			}
 			_ = e
@@ -181,14 +216,27 @@ func verifyKernel(t *testing.T, c datapathCase, p *pod, v string) {
 	if err != nil {
 		t.Fatalf("%s: pod %s eth0: %v", v, p.name, err)
 	}
-	if !slices.Contains(addrs, p.ip.String()+"/32") {
-		t.Fatalf("%s: pod %s eth0 addresses %v, want %s/32", v, p.name, addrs, p.ip)
+	want := p.ip.String() + "/32"
+	if c.ipvlan(t) {
+		want = p.ip.String() + "/24" // the default world's vSwitches
+	}
+	if !slices.Contains(addrs, want) {
+		t.Fatalf("%s: pod %s eth0 addresses %v, want %s", v, p.name, addrs, want)
 	}
 	hs := p.n.hostState()
 	eni, primary := p.n.e.eniOf(p.ip)
 	eniMAC := strings.ToLower(eni.MAC)
-	switch c.mode {
-	case mode.ENIMultiIP:
+	switch {
+	case c.ipvlan(t):
+		// An ipvlan slave of the ENI holding the address (its MAC), and
+		// the node's route to the pod through the ENI's node-side slave.
+		if eniMAC == "" || eni.DeviceIndex == 0 || eni.InstanceID != p.n.id || mac != eniMAC {
+			t.Fatalf("%s: pod %s eth0 MAC %s, want that of the secondary ENI holding %s: %+v", v, p.name, mac, p.ip, eni)
+		}
+		if !hs.has(p.ip.String() + "/32 dev ipvl_") {
+			t.Fatalf("%s: node %s has no route to %s through an ipvl_ link: %v", v, p.n.name, p.ip, hs.routes)
+		}
+	case c.mode == mode.ENIMultiIP:
 		// Like Terway, ENIMultiIP hands out every address of a secondary
 		// ENI, its primary one included, but never the node's own ENI.
 		if eniMAC == "" || eni.DeviceIndex == 0 || eni.InstanceID != p.n.id {
@@ -202,7 +250,7 @@ func verifyKernel(t *testing.T, c datapathCase, p *pod, v string) {
 		if _, ok := hs.macs[eniMAC]; !ok {
 			t.Fatalf("%s: ENI %s not in node %s", v, eniMAC, p.n.name)
 		}
-	case mode.ENIOnly:
+	case c.mode == mode.ENIOnly:
 		if eniMAC == "" || !primary || mac != eniMAC {
 			t.Fatalf("%s: pod %s eth0 MAC %s, want the ENI holding %s as primary (%s)", v, p.name, mac, p.ip, eniMAC)
 		}
@@ -212,7 +260,7 @@ func verifyKernel(t *testing.T, c datapathCase, p *pod, v string) {
 		if !hs.has(p.ip.String() + "/32 dev cali") {
 			t.Fatalf("%s: no host-peer route to %s: %v", v, p.ip, hs.routes)
 		}
-	case mode.VPC:
+	case c.mode == mode.VPC:
 		if !netip.MustParsePrefix(p.n.podCIDR).Contains(p.ip) {
 			t.Fatalf("%s: VPC pod %s got %s outside %s", v, p.name, p.ip, p.n.podCIDR)
 		}

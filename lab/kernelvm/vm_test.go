@@ -6,6 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -163,7 +166,8 @@ func TestVMDatapathTests(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	code, err := Run(ctx, Config{Kernel: k, Modules: append(vmModules, datapathModules...), Programs: progs,
-		Command: []string{"/host/datapath.test", "-test.v", "-test.count=1"},
+		Command: []string{"/host/datapath.test", "-test.v", "-test.count=1",
+			"-test.bench", "BenchmarkSetupTeardown", "-test.benchtime", "100x"},
 		Env:     []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp"}, Share: share, WorkDir: t.TempDir(), Console: &console})
 	if err != nil {
 		t.Fatal(err)
@@ -180,6 +184,7 @@ func TestVMDatapathTests(t *testing.T) {
 	}
 	requireVMPassed(t, out, "TestIPVlan", "TestIPVlanOneAddressOnePod", "TestCheckIPVlan", "TestVLAN", "TestCheckVLAN")
 	t.Logf("datapath tests in the VM: %d passed", strings.Count(out, "--- PASS"))
+	logRatios(t, out, "PolicyRoute", "IPVlan")
 }
 
 // datapathModules are what the datapaths' tests use besides links: tc
@@ -208,5 +213,101 @@ func requireVMPassed(t *testing.T, out string, names ...string) {
 		if !passed[n] {
 			t.Errorf("%s did not pass in the VM", n)
 		}
+	}
+}
+
+// e2eModules are what the lab's fabric and the end-to-end tests use:
+// bridges with nftables anti-spoofing, and nftables NAT for the DNAT
+// rule that stands in for kube-proxy (nft_meta_bridge: the bridge
+// family's meta expression). crc32c_generic comes first:
+// nf_tables needs libcrc32c, whose init asks the crypto API for crc32c,
+// a soft dependency (no modprobe in the VM loads it on demand).
+var e2eModules = []string{"crc32c_generic", "bridge", "nf_tables", "nft_meta_bridge", "nft_chain_nat", "nft_nat"}
+
+// The lab's end-to-end tests of the IPVlan datapath pass under the VM's
+// kernel: fakecloud, the fabric, a daemon per node and the plugin binary
+// (built here and handed over by plugintest.PrebuiltEnv).
+func TestVMEndToEndIPVlan(t *testing.T) {
+	k := vmKernel(t)
+	share := t.TempDir()
+	build := exec.Command("go", "test", "-c", "-o", filepath.Join(share, "e2e.test"), "github.com/terway-sim/terway/lab/e2e")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the e2e tests: %v\n%s", err, out)
+	}
+	plugin := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", filepath.Join(share, "plugin", "terway"), "github.com/terway-sim/terway/cmd/terway")
+	plugin.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := plugin.CombinedOutput(); err != nil {
+		t.Fatalf("build the plugin: %v\n%s", err, out)
+	}
+	progs := hostPrograms(t, "ip", "nsenter")
+	var console strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	// A subtest pattern applies to tests without subtests too.
+	run := "^(TestDatapathsAcrossSpecVersions|TestIPVlanServiceThroughNode)$/^IPVlan$"
+	code, err := Run(ctx, Config{Kernel: k, Modules: slices.Concat(vmModules, datapathModules, e2eModules), Programs: progs,
+		Command: []string{"/host/e2e.test", "-test.v", "-test.count=1", "-test.run", run},
+		Env:     []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp", "TERWAY_PLUGIN_DIR=/host/plugin"},
+		Share:   share, WorkDir: t.TempDir(), Console: &console})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := console.String()
+	if code != 0 {
+		t.Fatalf("the e2e tests exited %d in the VM; console:\n%s", code, out)
+	}
+	if strings.Contains(out, "--- SKIP") {
+		t.Errorf("an e2e test skipped in the VM, where the kernel has ipvlan:\n%s", out)
+	}
+	requireVMPassed(t, out, "TestDatapathsAcrossSpecVersions/IPVlan", "TestIPVlanServiceThroughNode")
+}
+
+// hostPrograms resolves programs the tests in the VM run.
+func hostPrograms(t *testing.T, names ...string) []string {
+	t.Helper()
+	var progs []string
+	for _, name := range names {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			t.Fatalf("the tests in the VM run %s: %v", name, err)
+		}
+		progs = append(progs, p)
+	}
+	return progs
+}
+
+// benchLine is a result line of BenchmarkSetupTeardown: the kind, then
+// value-unit pairs.
+var benchLine = regexp.MustCompile(`BenchmarkSetupTeardown/(\w+)-\d+\s+\d+\s+(.*)`)
+
+// logRatios prints the benchmark's p50 and p99 of ADD (Setup) and DEL
+// (TeardownDeferred) of kind over those of base, measured in the same VM:
+// TCG's absolute times say little, their ratio does.
+func logRatios(t *testing.T, out, base, kind string) {
+	t.Helper()
+	metrics := map[string]map[string]float64{}
+	for _, m := range benchLine.FindAllStringSubmatch(out, -1) {
+		f := strings.Fields(m[2])
+		vals := map[string]float64{}
+		for i := 0; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err == nil {
+				vals[f[i+1]] = v
+			}
+		}
+		metrics[m[1]] = vals
+	}
+	b, k := metrics[base], metrics[kind]
+	if b == nil || k == nil {
+		t.Errorf("BenchmarkSetupTeardown reported no %s or %s figures:\n%s", base, kind, out)
+		return
+	}
+	for _, name := range []string{"add-p50-µs", "add-p99-µs", "del-p50-µs", "del-p99-µs"} {
+		if b[name] == 0 {
+			t.Errorf("no %s figure for %s", name, base)
+			continue
+		}
+		t.Logf("%s %s: %.0f µs, %s %.0f µs, ratio %.2f (100 pairs, in the VM)", kind, name, k[name], base, b[name], k[name]/b[name])
 	}
 }

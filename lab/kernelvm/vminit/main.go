@@ -39,6 +39,10 @@ func run() int {
 		}
 	}
 	_ = os.MkdirAll("/run/netns", 0o755)
+	if err := loopbackUp(); err != nil {
+		fmt.Fprintln(os.Stderr, "vminit:", err)
+		return 125
+	}
 	if err := loadModules(); err != nil {
 		fmt.Fprintln(os.Stderr, "vminit:", err)
 		return 121
@@ -69,6 +73,28 @@ func run() int {
 		return 124
 	}
 	return 0
+}
+
+// loopbackUp sets lo up, as a booting system does: tests serve on
+// 127.0.0.1.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("lo up: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return fmt.Errorf("lo up: %w", err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("lo flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("lo up: %w", err)
+	}
+	return nil
 }
 
 // loadModules loads every module file listed in /modules, in order.
