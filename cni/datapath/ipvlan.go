@@ -268,7 +268,9 @@ type noARPObj struct {
 	link netlink.Link
 }
 
-func (o noARPObj) String() string { return fmt.Sprintf("flag NOARP of %s in %s", o.link.Attrs().Name, o.h.where) }
+func (o noARPObj) String() string {
+	return fmt.Sprintf("flag NOARP of %s in %s", o.link.Attrs().Name, o.h.where)
+}
 
 func (o noARPObj) noARP() (bool, error) {
 	l, err := o.h.LinkByIndex(o.link.Attrs().Index)

@@ -168,7 +168,7 @@ func TestVMDatapathTests(t *testing.T) {
 	code, err := Run(ctx, Config{Kernel: k, Modules: append(vmModules, datapathModules...), Programs: progs,
 		Command: []string{"/host/datapath.test", "-test.v", "-test.count=1",
 			"-test.bench", "BenchmarkSetupTeardown", "-test.benchtime", "100x"},
-		Env:     []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp"}, Share: share, WorkDir: t.TempDir(), Console: &console})
+		Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp"}, Share: share, WorkDir: t.TempDir(), Console: &console})
 	if err != nil {
 		t.Fatal(err)
 	}
