@@ -49,7 +49,7 @@ LAB_MODES ?= ENIMultiIP ENIOnly VPC
 lab-filter = -ginkgo.label-filter="$(1) && ($(2) || any-mode)"
 
 .PHONY: test-kernel
-test-kernel: ## Kernel VM tests (root): under Debian's kernel in qemu (installed if missing), the ipvlan, VLAN and dummy links this kernel lacks, and cni/datapath's tests (about 3 min)
+test-kernel: ## Kernel VM tests (root): under Debian's kernel in qemu (installed if missing), the links this kernel lacks, cni/datapath's tests with IPVlan and VLAN, the lab's e2e matrix for IPVlan, and IPVlan's Setup/Teardown p50/p99 as ratios to PolicyRoute (about 5 min)
 	@# A fresh machine has no package lists: the kernel and qemu come from them.
 	@apt-cache show linux-image-amd64 >/dev/null 2>&1 || apt-get update -q
 	@command -v qemu-system-x86_64 >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends qemu-system-x86

@@ -1,6 +1,9 @@
 // Package kernelvm runs programs under a real Debian kernel in a qemu VM:
 // the kernel this machine runs lacks ipvlan, 802.1Q and dummy links, and
-// the datapaths that need them are proven in the VM instead.
+// the datapaths that need them are proven in the VM instead: make
+// test-kernel runs cni/datapath's tests and benchmark and lab/e2e's IPVlan
+// tests there (vm_test.go), test binaries and the plugin built on the host
+// and shared with the VM, where a skipped test is a failure.
 //
 // The kernel package is fetched with apt-get download and unpacked with
 // dpkg-deb -x into a cache directory, never installed. The initramfs

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/terway-sim/terway/internal/plugintest"
 )
 
 // vmKernel is the kernel of KERNELVM_CACHE (make test-kernel sets it),
@@ -205,7 +207,7 @@ func requireVMPassed(t *testing.T, out string, names ...string) {
 		}
 		name, _, _ := strings.Cut(rest, " ")
 		passed[name] = true
-		if l := strings.ToLower(name); strings.Contains(l, "ipvlan") || strings.Contains(l, "vlan") {
+		if l := strings.ToLower(name); strings.Contains(l, "vlan") || strings.Contains(l, "trunk") {
 			t.Logf("passed in the VM: %s", rest)
 		}
 	}
@@ -228,39 +230,54 @@ var e2eModules = []string{"crc32c_generic", "bridge", "nf_tables", "nft_meta_bri
 // kernel: fakecloud, the fabric, a daemon per node and the plugin binary
 // (built here and handed over by plugintest.PrebuiltEnv).
 func TestVMEndToEndIPVlan(t *testing.T) {
+	// A subtest pattern applies to tests without subtests too.
+	out := runPackageInVM(t, "github.com/terway-sim/terway/lab/e2e",
+		"^(TestDatapathsAcrossSpecVersions|TestIPVlanServiceThroughNode)$/^IPVlan$", e2eModules)
+	requireVMPassed(t, out, "TestDatapathsAcrossSpecVersions/IPVlan", "TestIPVlanServiceThroughNode")
+}
+
+// The plugin picks IPVlan by its own probe, and VLAN for a trunk member's
+// answer, and ADD, CHECK and DEL work through them.
+func TestVMPluginKinds(t *testing.T) {
+	out := runPackageInVM(t, "github.com/terway-sim/terway/cni", "^(TestIPVlanPod|TestTrunkMemberPod)$", nil)
+	requireVMPassed(t, out, "TestIPVlanPod", "TestTrunkMemberPod")
+}
+
+// runPackageInVM builds pkg's tests and the plugin on the host, runs the
+// tests matching run in the VM with the datapath modules and extra, and
+// returns the console. A failure, or any skip, fails t.
+func runPackageInVM(t *testing.T, pkg, run string, extra []string) string {
+	t.Helper()
 	k := vmKernel(t)
 	share := t.TempDir()
-	build := exec.Command("go", "test", "-c", "-o", filepath.Join(share, "e2e.test"), "github.com/terway-sim/terway/lab/e2e")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the e2e tests: %v\n%s", err, out)
+	for _, b := range [][]string{
+		{"test", "-c", "-o", filepath.Join(share, "pkg.test"), pkg},
+		{"build", "-tags", "grpcnotrace", "-o", filepath.Join(share, "plugin", "terway"), "github.com/terway-sim/terway/cmd/terway"},
+	} {
+		build := exec.Command("go", b...)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(b, " "), err, out)
+		}
 	}
-	plugin := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", filepath.Join(share, "plugin", "terway"), "github.com/terway-sim/terway/cmd/terway")
-	plugin.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := plugin.CombinedOutput(); err != nil {
-		t.Fatalf("build the plugin: %v\n%s", err, out)
-	}
-	progs := hostPrograms(t, "ip", "nsenter")
 	var console strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	// A subtest pattern applies to tests without subtests too.
-	run := "^(TestDatapathsAcrossSpecVersions|TestIPVlanServiceThroughNode)$/^IPVlan$"
-	code, err := Run(ctx, Config{Kernel: k, Modules: slices.Concat(vmModules, datapathModules, e2eModules), Programs: progs,
-		Command: []string{"/host/e2e.test", "-test.v", "-test.count=1", "-test.run", run},
-		Env:     []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp", "TERWAY_PLUGIN_DIR=/host/plugin"},
+	code, err := Run(ctx, Config{Kernel: k, Modules: slices.Concat(vmModules, datapathModules, extra), Programs: hostPrograms(t, "ip", "nsenter"),
+		Command: []string{"/host/pkg.test", "-test.v", "-test.count=1", "-test.run", run},
+		Env:     []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp", plugintest.PrebuiltEnv + "=/host/plugin"},
 		Share:   share, WorkDir: t.TempDir(), Console: &console})
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := console.String()
 	if code != 0 {
-		t.Fatalf("the e2e tests exited %d in the VM; console:\n%s", code, out)
+		t.Fatalf("the tests of %s exited %d in the VM; console:\n%s", pkg, code, out)
 	}
 	if strings.Contains(out, "--- SKIP") {
-		t.Errorf("an e2e test skipped in the VM, where the kernel has ipvlan:\n%s", out)
+		t.Errorf("a test of %s skipped in the VM, where the kernel has what it needs:\n%s", pkg, out)
 	}
-	requireVMPassed(t, out, "TestDatapathsAcrossSpecVersions/IPVlan", "TestIPVlanServiceThroughNode")
+	return out
 }
 
 // hostPrograms resolves programs the tests in the VM run.
