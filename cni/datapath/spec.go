@@ -154,10 +154,6 @@ func (s *Spec) hostPeer() bool {
 	return (s.Kind == ExclusiveENI || s.Kind == VLAN) && !s.DisableHostPeer && s.IfName == "eth0"
 }
 
-// ownsENI reports whether the pod's interface is an ENI of its own or a
-// VLAN of one (ExclusiveENI, VLAN): the pod routes via the vSwitch
-// gateway, not a link-local one, and Service traffic takes the host peer.
-func (s *Spec) ownsENI() bool { return s.Kind == ExclusiveENI || s.Kind == VLAN }
 
 // usesVeth reports whether the pod interface is the pod end of a veth pair.
 func (s *Spec) usesVeth() bool { return s.Kind == PolicyRoute || s.Kind == VPCRoute }
