@@ -154,7 +154,6 @@ func (s *Spec) hostPeer() bool {
 	return (s.Kind == ExclusiveENI || s.Kind == VLAN) && !s.DisableHostPeer && s.IfName == "eth0"
 }
 
-
 // usesVeth reports whether the pod interface is the pod end of a veth pair.
 func (s *Spec) usesVeth() bool { return s.Kind == PolicyRoute || s.Kind == VPCRoute }
 
