@@ -86,6 +86,9 @@ func allActions() []*action {
 		vpc("UnassociateEipAddress", (*Cloud).unassociateEipAddress, "AllocationId"),
 		vpc("ReleaseEipAddress", (*Cloud).releaseEipAddress, "AllocationId"),
 		vpc("DescribeEipAddresses", (*Cloud).describeEipAddresses, ""),
+		vpc("TagResources", (*Cloud).tagVPCResources, ""),
+		vpc("AddCommonBandwidthPackageIp", (*Cloud).addCommonBandwidthPackageIP, "IpInstanceId"),
+		vpc("RemoveCommonBandwidthPackageIp", (*Cloud).removeCommonBandwidthPackageIP, "IpInstanceId"),
 	}
 }
 

@@ -25,6 +25,8 @@ type (
 	RouteInfo = admin.RouteInfo
 	// EIPView is an elastic IP address and what it is bound to.
 	EIPView = admin.EIPView
+	// EIPInfo is admin.EIPInfo.
+	EIPInfo = admin.EIPInfo
 	// Fault is one injected misbehaviour.
 	Fault = admin.Fault
 	// FaultStatus is an installed fault and how many calls it holds.

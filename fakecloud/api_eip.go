@@ -25,8 +25,8 @@ func (c *Cloud) allocateEipAddress(x *call) (response, error) {
 }
 
 func decodeAllocateEIP(p wire.Params) (eipAllocate, error) {
-	r := eipAllocate{name: p.String("Name"), bandwidth: p.String("Bandwidth"), chargeType: p.String("InternetChargeType"),
-		isp: p.String("ISP")}
+	r := eipAllocate{name: p.String("Name"), description: p.String("Description"), bandwidth: p.String("Bandwidth"),
+		chargeType: p.String("InternetChargeType"), isp: p.String("ISP")}
 	if r.bandwidth == "" {
 		r.bandwidth = "5"
 	}
@@ -95,9 +95,14 @@ type eipJSON struct {
 	ChargeType         string `json:"ChargeType"`
 	ISP                string `json:"ISP"`
 	Name               string `json:"Name"`
+	Description        string `json:"Description"`
 	RegionID           string `json:"RegionId"`
 	AllocationTime     string `json:"AllocationTime"`
-	OperationLocks     struct {
+	BandwidthPackageID string `json:"BandwidthPackageId"`
+	// BandwidthPackageType is CommonBandwidthPackage in one, else "".
+	BandwidthPackageType string   `json:"BandwidthPackageType"`
+	Tags                 tagsJSON `json:"Tags"`
+	OperationLocks       struct {
 		LockReason []struct {
 			LockReason string `json:"LockReason"`
 		} `json:"LockReason"`
@@ -120,6 +125,9 @@ func (c *Cloud) describeEipAddresses(x *call) (response, error) {
 	}
 	f := eipFilter{address: p.String("EipAddress"), status: p.String("Status"), boundType: p.String("AssociatedInstanceType"),
 		boundTo: p.String("AssociatedInstanceId")}
+	for _, t := range p.Tags("Tag") {
+		f.tags = append(f.tags, tag{Key: t.Key, Value: t.Value})
+	}
 	if s := p.String("AllocationId"); s != "" {
 		f.ids = strings.Split(s, ",")
 	}
@@ -137,7 +145,11 @@ func (c *Cloud) describeEipAddresses(x *call) (response, error) {
 func (c *Cloud) eipJSON(e eip) eipJSON {
 	j := eipJSON{AllocationID: e.ID, IPAddress: e.Address.String(), InstanceID: e.InstanceID,
 		InstanceType: e.InstanceType, Status: e.Status, Bandwidth: e.Bandwidth, InternetChargeType: e.InternetChargeType,
-		ChargeType: "PostPaid", ISP: e.ISP, Name: e.Name, RegionID: c.region, AllocationTime: apiTime(e.CreatedAt)}
+		ChargeType: "PostPaid", ISP: e.ISP, Name: e.Name, Description: e.Description, RegionID: c.region, AllocationTime: apiTime(e.CreatedAt),
+		BandwidthPackageID: e.BandwidthPackageID, Tags: tagsJSON{Tag: tagList(e.Tags)}}
+	if e.BandwidthPackageID != "" {
+		j.BandwidthPackageType = "CommonBandwidthPackage"
+	}
 	if e.InstanceID != "" {
 		j.InstanceRegionID = c.region
 		if e.PrivateIP.IsValid() {
@@ -148,4 +160,26 @@ func (c *Cloud) eipJSON(e eip) eipJSON {
 		LockReason string `json:"LockReason"`
 	}{}
 	return j
+}
+
+// addCommonBandwidthPackageIp puts an EIP (IpInstanceId) into an
+// Internet Shared Bandwidth.
+func (c *Cloud) addCommonBandwidthPackageIP(x *call) (response, error) {
+	return c.bandwidthPackageIP(x, c.w.addToBandwidthPackage)
+}
+
+// removeCommonBandwidthPackageIp takes an EIP out of one.
+func (c *Cloud) removeCommonBandwidthPackageIP(x *call) (response, error) {
+	return c.bandwidthPackageIP(x, c.w.removeFromBandwidthPackage)
+}
+
+func (c *Cloud) bandwidthPackageIP(x *call, change func(pkg, id string) error) (response, error) {
+	pkg, err := required(x.p, "BandwidthPackageId")
+	if err != nil {
+		return nil, err
+	}
+	if t := x.p.String("IpType"); t != "" && t != "EIP" {
+		return nil, apiErr(400, CodeInvalidParameter, "Specified value of \"IpType\" is not valid.")
+	}
+	return changeByID(x, "IpInstanceId", func(id string) error { return change(pkg, id) })
 }

@@ -35,11 +35,25 @@ func hasPrefixFold(s, prefix string) bool {
 // maxTagResourceIDs bounds ResourceId.N of TagResources.
 const maxTagResourceIDs = 50
 
+// tagResources is ECS's TagResources (eni, instance, securitygroup).
 func (c *Cloud) tagResources(x *call) (response, error) {
+	return c.tagResourcesOf(x, func(rtype string) bool { return !strings.EqualFold(rtype, "eip") })
+}
+
+// tagVPCResources is VPC's TagResources, of which the emulation has EIPs.
+func (c *Cloud) tagVPCResources(x *call) (response, error) {
+	return c.tagResourcesOf(x, func(rtype string) bool { return strings.EqualFold(rtype, "eip") })
+}
+
+// tagResourcesOf tags resources of a type the product has (ours).
+func (c *Cloud) tagResourcesOf(x *call, ours func(rtype string) bool) (response, error) {
 	p := x.p
 	rtype := p.String("ResourceType")
 	if rtype == "" {
 		return nil, apiErr(404, "MissingParameter.ResourceType", "The parameter - ResourceType should not be null.")
+	}
+	if !ours(rtype) {
+		return nil, apiErr(404, CodeResourceTypeNotFound, "The ResourceType provided does not exist in our records.")
 	}
 	ids := p.List("ResourceId")
 	if len(ids) == 0 {

@@ -64,6 +64,11 @@ const (
 	CodeTagKeyMalformed        = "InvalidTagKey.Malformed"
 	CodeTagKeyDuplicate        = "Duplicate.TagKey"
 	CodeNextTokenInvalid       = "IllegalParam.NextToken"
+	// CodeInvalidOperation refuses what the API references leave open
+	// (fakecloud/README.md lists each case).
+	CodeInvalidOperation         = "InvalidOperation"
+	CodeIPNotInCbwp              = "OperationUnsupported.IpNotInCbwp"
+	CodeBandwidthPackageNotFound = "InvalidBandwidthPackageId.NotFound"
 )
 
 // The other throttling codes the service answers (aliyun-wire §3.4): the

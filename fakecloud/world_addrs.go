@@ -164,6 +164,10 @@ func (w *world) unassignAddrs(f ipFamily, id string, addrs []netip.Addr) error {
 				return apiErr(403, CodeIPUnassigned, "The specified IP %q is not assigned on this ENI.", a)
 			}
 		}
+		if x := w.eipOfAddrLocked(e.ID, addrs...); x != nil && !f.v6 && len(addrs) > 0 {
+			// The reference does not say (fakecloud/README.md): refused.
+			return apiErr(400, CodeInvalidOperation, "The private IP %s is associated with EIP %s; unassociate it first.", x.PrivateIP, x.ID)
+		}
 		v := w.st.VSwitches[e.VSwitchID]
 		now := w.now()
 		gone := f.gone(e)

@@ -7,7 +7,7 @@ import (
 
 // eipAllocate is an AllocateEipAddress request.
 type eipAllocate struct {
-	name, bandwidth, chargeType, isp string
+	name, description, bandwidth, chargeType, isp string
 }
 
 // allocateEIP takes an address from the EIP pool. As with createENI,
@@ -23,7 +23,7 @@ func (w *world) allocateEIP(r eipAllocate, tok clientToken, render func(eip) any
 		return nil, apiErr(400, CodeEIPQuota, "Elastic IP address quota exceeded")
 	}
 	e := &eip{ID: w.st.newID("eip"), Address: got[0], Name: r.name, Bandwidth: r.bandwidth,
-		InternetChargeType: r.chargeType, ISP: r.isp, Status: EIPAvailable, CreatedAt: w.now()}
+		InternetChargeType: r.chargeType, ISP: r.isp, Status: EIPAvailable, Description: r.description, CreatedAt: w.now()}
 	w.st.EIPs[e.ID] = e
 	w.dirty.eip(e.ID)
 	answer := render(*e)
@@ -47,7 +47,7 @@ func (w *world) associateEIP(r eipAssociate) error {
 		if err != nil {
 			return err
 		}
-		if w.eipOnLocked(nic.ID, priv) != nil {
+		if w.eipOfAddrLocked(nic.ID, priv) != nil {
 			return apiErr(400, CodeAssociationDuplicated, "Specified instance already is associated.")
 		}
 		e.Status, e.InstanceID, e.InstanceType, e.PrivateIP = EIPAssociating, r.target, r.targetType, priv
@@ -88,31 +88,14 @@ func (w *world) eipTargetLocked(r eipAssociate) (*eni, netip.Addr, error) {
 
 // eipInStatusLocked looks an EIP up and checks it is in status want.
 func (w *world) eipInStatusLocked(id, want string) (*eip, error) {
-	e := w.st.EIPs[id]
-	if e == nil {
-		return nil, apiErr(404, CodeAllocationNotFound, "Specified allocation ID is not found.")
+	e, err := w.eipLocked(id)
+	if err != nil {
+		return nil, err
 	}
 	if e.Status != want {
 		return nil, apiErr(400, CodeIncorrectEIPStatus, "Current elastic IP status does not support this operation.")
 	}
 	return e, nil
-}
-
-// eipOnLocked returns the EIP bound (or binding) to address a of ENI
-// eniID, if any.
-func (w *world) eipOnLocked(eniID string, a netip.Addr) *eip {
-	for _, e := range w.st.EIPs {
-		if e.InstanceID == "" || e.PrivateIP != a {
-			continue
-		}
-		if e.InstanceID == eniID {
-			return e
-		}
-		if in := w.st.Instances[e.InstanceID]; in != nil && in.PrimaryENI == eniID {
-			return e
-		}
-	}
-	return nil
 }
 
 // unassociateEIP starts unbinding an InUse EIP from target.
@@ -123,13 +106,20 @@ func (w *world) unassociateEIP(id, target string) error {
 		}
 		e.Status = EIPUnassociating
 		e.Due = w.scheduleLocked(eipKey(id), w.st.Spec.Settings.EIPDelay.D())
+		w.pushEIPsLocked() // it stops forwarding at once
 		return nil
 	})
 }
 
-// releaseEIP returns an Available EIP to the pool.
+// releaseEIP returns an Available EIP to the pool. One still in an
+// Internet Shared Bandwidth is refused (fakecloud/README.md: the
+// reference does not say; the daemon must remove it first, as Terway
+// does).
 func (w *world) releaseEIP(id string) error {
 	return w.changeEIP(id, EIPAvailable, func(e *eip) error {
+		if e.BandwidthPackageID != "" {
+			return apiErr(400, CodeInvalidOperation, "The EIP %s is in Internet Shared Bandwidth %s; remove it first.", id, e.BandwidthPackageID)
+		}
 		w.st.eipPool.release(e.Address)
 		delete(w.st.EIPs, id)
 		return nil
@@ -141,6 +131,7 @@ func (w *world) releaseEIP(id string) error {
 type eipFilter struct {
 	ids                                 []string
 	address, status, boundType, boundTo string
+	tags                                []tag
 }
 
 // findEIPs returns the page pg of the EIPs f matches, ordered by ID.
@@ -153,5 +144,78 @@ func (w *world) findEIPs(f eipFilter, pg paging) page[eip] {
 func (f eipFilter) match(e *eip) bool {
 	return (len(f.ids) == 0 || slices.Contains(f.ids, e.ID)) && (f.address == "" || f.address == e.Address.String()) &&
 		(f.status == "" || f.status == e.Status) && (f.boundType == "" || f.boundType == e.InstanceType) &&
-		(f.boundTo == "" || f.boundTo == e.InstanceID)
+		(f.boundTo == "" || f.boundTo == e.InstanceID) && matchTags(e.Tags, f.tags)
+}
+
+// addToBandwidthPackage puts an EIP into an Internet Shared Bandwidth of
+// the world: again into the same one is done already; one in another, or
+// of another line (ISP), is refused.
+func (w *world) addToBandwidthPackage(pkg, id string) error {
+	p, err := w.bandwidthPackage(pkg)
+	if err != nil {
+		return err
+	}
+	return changeOne(w, func() (*eip, error) { return w.eipLocked(id) }, func(e *eip) error {
+		switch {
+		case e.BandwidthPackageID == pkg:
+			return nil
+		case e.BandwidthPackageID != "":
+			return apiErr(400, CodeInvalidOperation, "The EIP %s is in Internet Shared Bandwidth %s already.", id, e.BandwidthPackageID)
+		case e.ISP != p.isp():
+			return apiErr(400, CodeInvalidOperation, "The line type %s of EIP %s differs from that of Internet Shared Bandwidth %s (%s).", e.ISP, id, pkg, p.isp())
+		}
+		e.BandwidthPackageID = pkg
+		return nil
+	}, func() { w.dirty.eip(id) })
+}
+
+// removeFromBandwidthPackage takes an EIP out of an Internet Shared
+// Bandwidth; one that is not in it is refused, as VPC does.
+func (w *world) removeFromBandwidthPackage(pkg, id string) error {
+	if _, err := w.bandwidthPackage(pkg); err != nil {
+		return err
+	}
+	return changeOne(w, func() (*eip, error) { return w.eipLocked(id) }, func(e *eip) error {
+		if e.BandwidthPackageID != pkg {
+			return apiErr(400, CodeIPNotInCbwp, "The EIP %s is not in Internet Shared Bandwidth %s.", id, pkg)
+		}
+		e.BandwidthPackageID = ""
+		return nil
+	}, func() { w.dirty.eip(id) })
+}
+
+// bandwidthPackage finds an Internet Shared Bandwidth of the world's spec.
+func (w *world) bandwidthPackage(id string) (BandwidthPackageSpec, error) {
+	for _, p := range w.st.Spec.BandwidthPackages {
+		if p.ID == id {
+			return p, nil
+		}
+	}
+	return BandwidthPackageSpec{}, apiErr(404, CodeBandwidthPackageNotFound, "The specified bandwidthPackageId does not exist in our records.")
+}
+
+// eipLocked looks an EIP up, in any status.
+func (w *world) eipLocked(id string) (*eip, error) {
+	e := w.st.EIPs[id]
+	if e == nil {
+		return nil, apiErr(404, CodeAllocationNotFound, "Specified allocation ID is not found.")
+	}
+	return e, nil
+}
+
+// eipOfAddrLocked returns an EIP bound or binding to a private address of
+// ENI eniID (to one of addrs, or to any with none given).
+func (w *world) eipOfAddrLocked(eniID string, addrs ...netip.Addr) *eip {
+	for _, e := range w.st.EIPs {
+		if e.InstanceID == "" || (len(addrs) > 0 && !slices.Contains(addrs, e.PrivateIP)) {
+			continue
+		}
+		if e.InstanceID == eniID {
+			return e
+		}
+		if in := w.st.Instances[e.InstanceID]; in != nil && in.PrimaryENI == eniID {
+			return e
+		}
+	}
+	return nil
 }

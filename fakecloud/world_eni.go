@@ -344,6 +344,10 @@ func (w *world) deleteENI(id string) error {
 		if e.Status != ENIAvailable {
 			return errENIState(id, ENIAvailable, e.Status)
 		}
+		if x := w.eipOfAddrLocked(id); x != nil {
+			// The reference does not say (fakecloud/README.md): refused.
+			return apiErr(400, CodeInvalidOperation, "The ENI %s has EIP %s associated with %s; unassociate it first.", id, x.ID, x.PrivateIP)
+		}
 		e.Status = ENIDeleting
 		e.Due = w.scheduleLocked(eniKey(id), w.st.Spec.Settings.DeleteDelay.D())
 		return nil

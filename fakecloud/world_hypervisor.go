@@ -23,6 +23,9 @@ type Hypervisor interface {
 	ENIDetached(ctx context.Context, instanceID string, eni ENIInfo) error
 	AddressesChanged(ctx context.Context, instanceID string, eni ENIInfo) error
 	RoutesChanged(ctx context.Context, table RouteTableInfo) error
+	// EIPsChanged lists every EIP that forwards (InUse), in ID order,
+	// each time one starts or stops forwarding.
+	EIPsChanged(ctx context.Context, eips []EIPInfo) error
 }
 
 // NopHypervisor ignores every event.
@@ -48,6 +51,9 @@ func (NopHypervisor) AddressesChanged(context.Context, string, ENIInfo) error { 
 
 // RoutesChanged implements Hypervisor.
 func (NopHypervisor) RoutesChanged(context.Context, RouteTableInfo) error { return nil }
+
+// EIPsChanged implements Hypervisor.
+func (NopHypervisor) EIPsChanged(context.Context, []EIPInfo) error { return nil }
 
 // hookTimeout bounds one hypervisor call, so that a stuck implementation
 // cannot wedge the world forever.

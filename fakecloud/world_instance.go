@@ -185,4 +185,5 @@ func (w *world) resync() {
 	for _, v := range w.st.VPCs {
 		w.pushRoutesLocked(v.RouteTableID)
 	}
+	w.pushEIPsLocked()
 }

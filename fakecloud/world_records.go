@@ -128,6 +128,7 @@ type eip struct {
 	ID                 string     `json:"id"`
 	Address            netip.Addr `json:"address"`
 	Name               string     `json:"name,omitempty"`
+	Description        string     `json:"description,omitempty"`
 	Bandwidth          string     `json:"bandwidth"`
 	InternetChargeType string     `json:"internetChargeType"`
 	ISP                string     `json:"isp"`
@@ -135,8 +136,11 @@ type eip struct {
 	InstanceID         string     `json:"instanceId,omitempty"`
 	InstanceType       string     `json:"instanceType,omitempty"`
 	PrivateIP          netip.Addr `json:"privateIp,omitempty"`
-	Due                time.Time  `json:"due,omitempty"`
-	CreatedAt          time.Time  `json:"createdAt"`
+	// BandwidthPackageID is the Internet Shared Bandwidth it is in.
+	BandwidthPackageID string    `json:"bandwidthPackageId,omitempty"`
+	Tags               []tag     `json:"tags,omitempty"`
+	Due                time.Time `json:"due,omitempty"`
+	CreatedAt          time.Time `json:"createdAt"`
 }
 
 // idempotency is the remembered result of a call made with a ClientToken.

@@ -73,7 +73,7 @@ func pageLocked[T, S any](m map[string]*T, keep func(*T) bool, key func(*T) stri
 func (w *world) eniSnapLocked(e *eni) eniSnap {
 	s := eniSnap{eni: e.clone()}
 	for _, a := range append([]netip.Addr{e.PrimaryIP}, addrsOf(e.IPv4)...) {
-		if x := w.eipOnLocked(e.ID, a); x != nil {
+		if x := w.eipOfAddrLocked(e.ID, a); x != nil {
 			if s.eips == nil {
 				s.eips = map[netip.Addr]eipRef{}
 			}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -30,9 +31,32 @@ type Spec struct {
 	// EIPCIDR is where AllocateEipAddress takes public addresses from. The
 	// default, 198.18.0.0/15, is the benchmarking range: it exists only
 	// inside lab namespaces.
-	EIPCIDR  string   `json:"eipCidr,omitempty"`
-	Settings Settings `json:"settings"`
+	EIPCIDR string `json:"eipCidr,omitempty"`
+	// BandwidthPackages are the Internet Shared Bandwidth instances EIPs
+	// can be added to (AddCommonBandwidthPackageIp).
+	BandwidthPackages []BandwidthPackageSpec `json:"bandwidthPackages,omitempty"`
+	Settings          Settings               `json:"settings"`
 }
+
+// BandwidthPackageSpec is one Internet Shared Bandwidth instance.
+type BandwidthPackageSpec struct {
+	ID   string `json:"id"`
+	Name string `json:"name,omitempty"`
+	// ISP is its line type; only EIPs of the same line join it. Default BGP.
+	ISP string `json:"isp,omitempty"`
+}
+
+// isp is the package's line type.
+func (p BandwidthPackageSpec) isp() string {
+	if p.ISP == "" {
+		return "BGP"
+	}
+	return p.ISP
+}
+
+// DefaultBandwidthPackageID is the default world's Internet Shared
+// Bandwidth.
+const DefaultBandwidthPackageID = "cbwp-bp1lab0000000000001"
 
 // AccessKeySpec is a static AccessKey pair. With SecurityToken set it is
 // an STS credential issued outside the emulation: calls must carry the
@@ -168,8 +192,9 @@ func DefaultSpec() Spec {
 		Zones:     zones,
 		VPCs: []VPCSpec{{ID: DefaultVPCID, Name: "lab", CIDR: "192.168.0.0/16", IPv6CIDR: "fd00:192:168::/56",
 			VRouterID: DefaultVRouterID, RouteTableID: DefaultRouteTableID}},
-		SecurityGroups: []SecurityGroupSpec{{ID: DefaultSecurityGroup, Name: "lab", VPCID: DefaultVPCID}},
-		Settings:       DefaultSettings(),
+		SecurityGroups:    []SecurityGroupSpec{{ID: DefaultSecurityGroup, Name: "lab", VPCID: DefaultVPCID}},
+		BandwidthPackages: []BandwidthPackageSpec{{ID: DefaultBandwidthPackageID, Name: "lab"}},
+		Settings:          DefaultSettings(),
 	}
 	types := []string{"ecs.g7.xlarge", "ecs.g6.2xlarge", "ecs.g8i.xlarge"}
 	for i, z := range zones {
@@ -242,6 +267,13 @@ func (s Spec) Validate() error {
 		if k.ID == "" || k.Secret == "" {
 			return fmt.Errorf("access key %q: id and secret are required", k.ID)
 		}
+	}
+	seen := map[string]bool{}
+	for _, p := range s.BandwidthPackages {
+		if !strings.HasPrefix(p.ID, "cbwp-") || seen[p.ID] {
+			return fmt.Errorf("bandwidth package %q: the id must start with cbwp- and be unique", p.ID)
+		}
+		seen[p.ID] = true
 	}
 	return validateSettings(s.Settings)
 }

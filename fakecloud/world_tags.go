@@ -48,6 +48,10 @@ func (w *world) tagsOfLocked(rtype, id string) (*[]tag, error) {
 		if g := w.st.SecurityGroups[id]; g != nil {
 			tags = &g.Tags
 		}
+	case "eip":
+		if e := w.st.EIPs[id]; e != nil {
+			tags = &e.Tags
+		}
 	default:
 		return nil, apiErr(404, CodeResourceTypeNotFound, "The ResourceType provided does not exist in our records.")
 	}
@@ -66,6 +70,8 @@ func (w *world) markTaggedLocked(rtype, id string) {
 		w.dirty.instance(id)
 	case "securitygroup":
 		w.dirty.sg(id)
+	case "eip":
+		w.dirty.eip(id)
 	}
 }
 

@@ -65,6 +65,14 @@ func (r *recorder) RoutesChanged(_ context.Context, t fakecloud.RouteTableInfo) 
 	r.add(fmt.Sprintf("routes %s n=%d", t.ID, len(t.Entries)))
 	return nil
 }
+func (r *recorder) EIPsChanged(_ context.Context, eips []fakecloud.EIPInfo) error {
+	var parts []string
+	for _, e := range eips {
+		parts = append(parts, e.Address.String()+"="+e.PrivateIP.String())
+	}
+	r.add("eips [" + strings.Join(parts, " ") + "]")
+	return nil
+}
 
 func TestHypervisorEvents(t *testing.T) {
 	rec := &recorder{}
@@ -77,7 +85,7 @@ func TestHypervisorEvents(t *testing.T) {
 	// At start the hypervisor learns the running machines and the routes.
 	initial := rec.log()
 	wantInitial := []string{"started " + node1 + " enis=1", "started " + node2 + " enis=1",
-		"started i-bp1lab0000000000003 enis=1", "routes " + fakecloud.DefaultRouteTableID + " n=0"}
+		"started i-bp1lab0000000000003 enis=1", "routes " + fakecloud.DefaultRouteTableID + " n=0", "eips []"}
 	if !slices.Equal(initial, wantInitial) {
 		t.Fatalf("initial sync:\n got %q\nwant %q", initial, wantInitial)
 	}

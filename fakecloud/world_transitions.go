@@ -3,6 +3,7 @@ package fakecloud
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 )
@@ -171,6 +172,7 @@ func (w *world) settleEIPLocked(id string, now time.Time) {
 	switch e.Status {
 	case EIPAssociating:
 		e.Status = EIPInUse
+		defer w.pushEIPsLocked()
 	case EIPUnassociating:
 		e.Status, e.InstanceID, e.InstanceType, e.PrivateIP = EIPAvailable, "", "", netip.Addr{}
 	}
@@ -187,6 +189,22 @@ func (w *world) pushAddressesLocked(e *eni) {
 	w.hooks.push(hookEvent{
 		name: "AddressesChanged " + e.ID,
 		call: func(ctx context.Context) error { return w.hv.AddressesChanged(ctx, inst, info) },
+	})
+}
+
+// pushEIPsLocked tells the hypervisor which EIPs forward now: the InUse
+// ones, in ID order.
+func (w *world) pushEIPsLocked() {
+	var list []EIPInfo
+	for _, e := range w.st.EIPs {
+		if e.Status == EIPInUse {
+			list = append(list, EIPInfo{ID: e.ID, Address: e.Address, PrivateIP: e.PrivateIP})
+		}
+	}
+	slices.SortFunc(list, func(a, b EIPInfo) int { return strings.Compare(a.ID, b.ID) })
+	w.hooks.push(hookEvent{
+		name: "EIPsChanged",
+		call: func(ctx context.Context) error { return w.hv.EIPsChanged(ctx, list) },
 	})
 }
 

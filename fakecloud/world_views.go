@@ -148,7 +148,8 @@ func (w *world) worldView() WorldView {
 		v.RouteTables = append(v.RouteTables, w.routeTableInfoLocked(vp.RouteTableID))
 	}
 	for _, e := range w.st.EIPs {
-		ev := EIPView{ID: e.ID, Address: e.Address.String(), Status: e.Status, InstanceID: e.InstanceID}
+		ev := EIPView{ID: e.ID, Address: e.Address.String(), Status: e.Status, InstanceID: e.InstanceID,
+			BandwidthPackageID: e.BandwidthPackageID}
 		if e.PrivateIP.IsValid() {
 			ev.PrivateIP = e.PrivateIP.String()
 		}

@@ -92,6 +92,17 @@ type EIPView struct {
 	Status     string `json:"status"`
 	InstanceID string `json:"instanceId,omitempty"`
 	PrivateIP  string `json:"privateIp,omitempty"`
+	// BandwidthPackageID is the Internet Shared Bandwidth the EIP is in.
+	BandwidthPackageID string `json:"bandwidthPackageId,omitempty"`
+}
+
+// EIPInfo is an EIP that forwards: InUse, bound to PrivateIP. The
+// emulator's hypervisor hook receives the whole list of them whenever an
+// EIP starts or stops forwarding.
+type EIPInfo struct {
+	ID        string     `json:"id"`
+	Address   netip.Addr `json:"address"`
+	PrivateIP netip.Addr `json:"privateIp"`
 }
 
 // ENI statuses as ECS reports them.

@@ -231,7 +231,7 @@ func TestCleanupAfterCrash(t *testing.T) {
 	name := randomName(t)
 	child := startCrashingFabric(t, name, dir)
 	files, _ := filepath.Glob(filepath.Join(dir, name+".*"))
-	if len(files) != 4 { // fabric + 3 nodes
+	if len(files) != 5 { // fabric, internet, 3 nodes
 		t.Fatalf("crashing fabric's files: %v", files)
 	}
 	w := newWitness(t)
@@ -248,7 +248,7 @@ func TestCleanupAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = child.Wait()
-	if left, _ := filepath.Glob(filepath.Join(dir, name+".*")); len(left) != 4 || len(mountsUnder(t, dir)) != 4 {
+	if left, _ := filepath.Glob(filepath.Join(dir, name+".*")); len(left) != len(files) || len(mountsUnder(t, dir)) != len(files) {
 		t.Fatalf("after the kill: files %v, mounts %v; want the crash's leftovers", left, mountsUnder(t, dir))
 	}
 	if err := Cleanup(name, dir); err != nil {

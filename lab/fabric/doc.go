@@ -23,6 +23,8 @@
 //	func (f *Fabric) MetadataEndpoint() string // "http://100.100.100.200"
 //	func (f *Fabric) APIEndpoint() string      // "http://100.100.0.10"
 //	func (f *Fabric) NetNSPath() string
+//	func (f *Fabric) InternetNetNSPath() string
+//	var InternetAddr netip.Addr // 203.0.113.2, in the internet namespace
 //	func (f *Fabric) Name() string
 //	func (f *Fabric) Node(instanceID string) (*Node, bool)
 //	func (f *Fabric) Nodes() []*Node
@@ -93,6 +95,17 @@
 // table is rebuilt in one transaction on every change, which restarts the
 // counters.
 //
+// The internet and EIPs: a namespace "<name>.internet" stands for the
+// public network, joined to the fabric by a veth (203.0.113.0/24,
+// TEST-NET-3: the fabric .1, the internet InternetAddr .2 with a default
+// route back). The fabric is the VPC's NAT gateway for EIPs, following
+// fakecloud's EIPsChanged (the EIPs that are InUse): 1:1 NAT between each
+// EIP and its private address, and no path between the internet and any
+// address without one (the lab models no SNAT gateway, so a pod that
+// reaches the internet at all does so by its EIP). Conntrack entries of an
+// EIP that stops forwarding are removed. `nft list table ip labnat` in the
+// fabric shows the mappings and the drop counters.
+//
 // Exclusive ENIs: a real ENI moved into a pod namespace returns to the
 // host when that namespace is destroyed, while a veth is destroyed with
 // it. The fabric watches its links (a netlink subscription in the fabric
@@ -103,7 +116,8 @@
 // # Names and cleanup
 //
 // Namespaces are files bind-mounted in NetNSDir (default /run/netns, so
-// `ip netns exec` works): "<name>.fabric" and "<name>.node.<instance ID>".
+// `ip netns exec` works): "<name>.fabric", "<name>.internet" and
+// "<name>.node.<instance ID>".
 // The fabric name (1–8 of [a-z0-9-]) is in every namespace and fabric link
 // name, so parallel fabrics never collide; the node's links are named as a
 // node names them (eth0, eth1, ...). A live fabric holds an flock on its

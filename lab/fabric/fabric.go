@@ -86,6 +86,7 @@ type Fabric struct {
 	nodes   map[string]*Node                    // by instance ID
 	ports   map[string]*port                    // plugged ENIs by ENI ID
 	tables  map[string]fakecloud.RouteTableInfo // by route table ID
+	eips    []fakecloud.EIPInfo                 // forwarding EIPs, ID order
 	portSeq int
 	servers *servers
 }
@@ -158,6 +159,9 @@ func (f *Fabric) setup() error {
 		return err
 	}
 	if err := f.syncAntiSpoof(); err != nil {
+		return err
+	}
+	if err := f.setupInternet(); err != nil {
 		return err
 	}
 	f.startWatch()
@@ -270,6 +274,7 @@ func (f *Fabric) teardown() error {
 	clear(f.ports)
 	clear(f.bridges)
 	clear(f.tables)
+	f.eips = nil
 	if f.nft != nil {
 		errs = append(errs, f.nft.CloseLasting())
 		f.nft = nil
@@ -286,6 +291,6 @@ func (f *Fabric) teardown() error {
 		errs = append(errs, f.lock.Unlock())
 		f.lock = nil
 	}
-	errs = append(errs, removeNetNS(f.path))
+	errs = append(errs, removeNetNS(f.InternetNetNSPath()), removeNetNS(f.path))
 	return errors.Join(errs...)
 }

@@ -82,6 +82,8 @@ type lab struct {
 	cloud *fakecloud.Cloud
 	api   *cloud.Client
 	dir   string
+	// apiURL serves the cloud's API, for SDK clients of tests.
+	apiURL string
 }
 
 // newLab builds a lab with a fresh name and directory; edit changes the
@@ -122,13 +124,14 @@ func newLabAt(t *testing.T, name, dir string, edit ...func(*fakecloud.Spec)) *la
 		t.Fatalf("Serve: %v", err)
 	}
 	srv := httptest.NewServer(c)
+	apiURL := srv.URL
 	t.Cleanup(srv.Close)
 	api, err := cloud.New(cloud.Options{RegionID: fakecloud.DefaultRegion, ECSEndpoint: srv.URL, VPCEndpoint: srv.URL,
 		Credentials: credentials.NewStaticAKCredentialsProvider(testAK, testSecret), Backoff: fastBackoff()})
 	if err != nil {
 		t.Fatalf("cloud client: %v", err)
 	}
-	l := &lab{t: t, f: f, cloud: c, api: api, dir: dir}
+	l := &lab{t: t, f: f, cloud: c, api: api, dir: dir, apiURL: apiURL}
 	l.settle()
 	return l
 }
@@ -249,6 +252,26 @@ func addAddr(t *testing.T, n *Node, link string, p netip.Prefix) {
 	}
 }
 
+// place is a namespace tests serve and dial in: a node, or the internet.
+type place interface {
+	Do(fn func(ns.NetNS) error) error
+	InstanceID() string
+}
+
+// internetNS is the fabric's internet as a place.
+type internetNS struct{ path string }
+
+func (i internetNS) Do(fn func(ns.NetNS) error) error {
+	h, err := ns.GetNS(i.path)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = h.Close() }()
+	return h.Do(fn)
+}
+
+func (internetNS) InstanceID() string { return "the internet" }
+
 // server is a TCP listener inside a node that records who connected.
 type server struct {
 	l     net.Listener
@@ -257,7 +280,7 @@ type server struct {
 }
 
 // listen serves TCP on port inside n (all addresses) until the test ends.
-func listen(t *testing.T, n *Node, network, addr string) *server {
+func listen(t *testing.T, n place, network, addr string) *server {
 	t.Helper()
 	s := &server{}
 	err := n.Do(func(ns.NetNS) error {
@@ -301,7 +324,7 @@ func (s *server) sawPeer(a netip.Addr) bool {
 
 // dial connects from inside n with source src (zero: the kernel's choice)
 // and reads the server's greeting.
-func dial(n *Node, src netip.Addr, dst netip.AddrPort, timeout time.Duration) error {
+func dial(n place, src netip.Addr, dst netip.AddrPort, timeout time.Duration) error {
 	var c net.Conn
 	err := n.Do(func(ns.NetNS) error {
 		d := net.Dialer{Timeout: timeout}
@@ -329,7 +352,7 @@ func dial(n *Node, src netip.Addr, dst netip.AddrPort, timeout time.Duration) er
 
 // mustReach fails unless src can open a TCP connection to dst and the
 // server sees src (no NAT on the way).
-func mustReach(t *testing.T, n *Node, src netip.Addr, s *server, dst netip.AddrPort) {
+func mustReach(t *testing.T, n place, src netip.Addr, s *server, dst netip.AddrPort) {
 	t.Helper()
 	if err := dial(n, src, dst, 10*time.Second); err != nil {
 		t.Fatalf("%s from %s to %s: %v", n.InstanceID(), src, dst, err)
@@ -341,7 +364,7 @@ func mustReach(t *testing.T, n *Node, src netip.Addr, s *server, dst netip.AddrP
 
 // mustNotReach fails if src can open a TCP connection to dst within a
 // second. A refused connection also fails: the packets got through.
-func mustNotReach(t *testing.T, n *Node, src netip.Addr, dst netip.AddrPort) {
+func mustNotReach(t *testing.T, n place, src netip.Addr, dst netip.AddrPort) {
 	t.Helper()
 	err := dial(n, src, dst, time.Second)
 	if err == nil {

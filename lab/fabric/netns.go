@@ -16,7 +16,8 @@ import (
 // Namespaces are bind mounts of /proc/<pid>/task/<tid>/ns/net onto files
 // in the fabric's NetNSDir, as `ip netns add` makes them, so `ip netns
 // exec` works when the directory is /run/netns. The file names carry the
-// fabric's name: "<name>.fabric" and "<name>.node.<instance ID>". Names
+// fabric's name: "<name>.fabric", "<name>.internet" and
+// "<name>.node.<instance ID>". Names
 // never contain a dot, so one fabric's prefix never matches another's.
 
 const (
@@ -138,7 +139,7 @@ func Cleanup(name, netnsDir string) error {
 	var errs []error
 	for _, e := range entries {
 		n := e.Name()
-		if n == name+fabricSuffix || strings.HasPrefix(n, name+nodeInfix) {
+		if n == name+fabricSuffix || n == name+internetSuffix || strings.HasPrefix(n, name+nodeInfix) {
 			errs = append(errs, removeNetNS(filepath.Join(netnsDir, n)))
 		}
 	}
