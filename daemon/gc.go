@@ -102,6 +102,9 @@ func (d *Daemon) GC(ctx context.Context) error {
 	if err := d.sweep(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	if err := d.sweepEIPs(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

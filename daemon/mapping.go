@@ -153,6 +153,21 @@ func (d *Daemon) podMappings(v *mappingView) []*rpc.PodResourceMapping {
 			m.Type = rpc.ResourceMappingType_MappingTypeNormal
 		}
 		out = append(out, m)
+		if e, ok := a.EIP(); ok {
+			out = append(out, eipMapping(key, e))
+		}
 	}
 	return out
+}
+
+// eipMapping is a pod's EIP as a mapping row: the allocation ID, and the
+// public address with the pod address it is bound to.
+func eipMapping(pod string, e store.Resource) *rpc.PodResourceMapping {
+	who := "the user's (pod-eip-instanceid)"
+	if e.EIP.Owned {
+		who = "allocated by the daemon"
+	}
+	return &rpc.PodResourceMapping{PodName: pod, Type: rpc.ResourceMappingType_MappingTypeNormal, ResourceName: e.ID,
+		FactoryResourceName: e.EIP.Address + " -> " + e.EIP.PrivateIP,
+		Reason:              fmt.Sprintf("EIP %s, %s", e.EIP.Address, who)}
 }

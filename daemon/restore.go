@@ -336,7 +336,7 @@ func (d *Daemon) recordRebuilt(pl restorePlan, t truth, broken []ipam.Holding) e
 			NetConfs: []*rpc.NetConf{d.netConf(g.ip, pod)}}
 		req := &rpc.AllocIPRequest{K8SPodNamespace: pod.Namespace, K8SPodName: pod.Name, K8SPodInfraContainerId: c.containerID,
 			Netns: c.netns, IfName: c.ifName}
-		if err := d.record(pod, req, g, reply); err != nil {
+		if err := d.record(pod, req, g, reply, d.foundEIP(g)); err != nil {
 			return fmt.Errorf("restore: record the rebuilt holding of %s: %w", owner, err)
 		}
 		n++

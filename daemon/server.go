@@ -160,9 +160,25 @@ func (b *backend) AllocIP(ctx context.Context, r *rpc.AllocIPRequest) (*rpc.Allo
 		d.kube.PodEvent(pod.Namespace, pod.Name, pod.UID, k8s.Warning, "AllocIPFailed", err.Error())
 		return nil, status.Errorf(code, "alloc IP for %s: %v", key, err)
 	}
+	eip, err := d.podEIP(actx, pod, g)
+	if err != nil {
+		d.kube.PodEvent(pod.Namespace, pod.Name, pod.UID, k8s.Warning, "AllocEIPFailed", err.Error())
+		code := codes.Internal
+		if errors.As(err, new(errBadEIPRequest)) {
+			code = codes.InvalidArgument
+		}
+		// The address stays the pod's: a retried ADD gets it back, and a
+		// pod that is gone gives it up through its DEL or GC.
+		return nil, status.Errorf(code, "alloc EIP for %s: %v", key, err)
+	}
 	reply := &rpc.AllocIPReply{Success: true, IPType: g.ipType, IPv4: true, IPv6: g.ip.IPv6.IsValid(),
 		NetConfs: []*rpc.NetConf{d.netConf(g.ip, pod)}}
-	if err := d.record(pod, r, g, reply); err != nil {
+	if err := d.record(pod, r, g, reply, eip); err != nil {
+		if eip != nil {
+			if derr := d.releaseEIPOf(store.Attachment{PodNamespace: pod.Namespace, PodName: pod.Name, Resources: []store.Resource{*eip}}, false); derr != nil {
+				d.log.Error("eip: releasing the EIP of an unrecorded allocation failed; GC releases it", "pod", key, "err", derr)
+			}
+		}
 		d.pool.Release(key, time.Time{})
 		return nil, status.Errorf(codes.Internal, "alloc IP for %s: persist: %v", key, err)
 	}
@@ -172,8 +188,9 @@ func (b *backend) AllocIP(ctx context.Context, r *rpc.AllocIPRequest) (*rpc.Allo
 	return reply, nil
 }
 
-// record persists what a pod got, before the plugin hears of it.
-func (d *Daemon) record(pod k8s.Pod, r *rpc.AllocIPRequest, g grant, reply *rpc.AllocIPReply) error {
+// record persists what a pod got (its address, and its EIP when it has
+// one), before the plugin hears of it.
+func (d *Daemon) record(pod k8s.Pod, r *rpc.AllocIPRequest, g grant, reply *rpc.AllocIPReply, eip *store.Resource) error {
 	raw, err := protojson.Marshal(reply)
 	if err != nil {
 		return err
@@ -184,9 +201,13 @@ func (d *Daemon) record(pod k8s.Pod, r *rpc.AllocIPRequest, g grant, reply *rpc.
 		res.IPv6 = ip.IPv6.String()
 	}
 	ifName := ifNameOrDefault(r.IfName)
+	resources := []store.Resource{res}
+	if eip != nil {
+		resources = append(resources, *eip)
+	}
 	att := store.Attachment{PodNamespace: pod.Namespace, PodName: pod.Name, PodUID: pod.UID,
 		ContainerID: r.K8SPodInfraContainerId, Netns: r.Netns, IfName: ifName, IPType: g.storeType,
-		Resources: []store.Resource{res}, NetConf: raw, CreatedAt: d.clock.Now()}
+		Resources: resources, NetConf: raw, CreatedAt: d.clock.Now()}
 	info := store.PodInfo{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, IPType: g.storeType,
 		Annotations: pod.Annotations, OwnerKinds: pod.OwnerKinds, StickyIP: pod.Sticky, Ingress: pod.Ingress,
 		Egress: pod.Egress, SeenAt: d.clock.Now()}
@@ -298,6 +319,9 @@ func (d *Daemon) isSticky(att store.Attachment) bool {
 // stick time (record kept with StickyUntil) or at once (record deleted).
 func (d *Daemon) releaseAttachment(att store.Attachment, sticky bool) error {
 	key := att.Key()
+	if err := d.releaseEIPOf(att, sticky); err != nil {
+		return err // the record stays: the next DEL or GC tries again
+	}
 	if sticky {
 		until := d.clock.Now().Add(d.sticky)
 		att.StickyUntil = until

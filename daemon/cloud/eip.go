@@ -175,8 +175,15 @@ func (c *Client) AssociateEIP(ctx context.Context, id, eniID string, privateIP n
 // unbinding or Available, or bound elsewhere now, counts as done: the
 // binding this call was about no longer exists.
 func (c *Client) UnassociateEIP(ctx context.Context, id, eniID string) error {
+	return c.UnassociateEIPFrom(ctx, id, "NetworkInterface", eniID)
+}
+
+// UnassociateEIPFrom is UnassociateEIP from an instance of any type
+// (EcsInstance, NetworkInterface, ...), as DescribeEIP reports it.
+func (c *Client) UnassociateEIPFrom(ctx context.Context, id, instanceType, instanceID string) error {
+	eniID := instanceID
 	req := vpc.CreateUnassociateEipAddressRequest()
-	req.AllocationId, req.InstanceId, req.InstanceType = id, eniID, "NetworkInterface"
+	req.AllocationId, req.InstanceId, req.InstanceType = id, instanceID, instanceType
 	err := c.retry(ctx, backoff.Default, func(ctx context.Context) error {
 		err := c.vpcCall(ctx, "UnassociateEipAddress", releaseCall, func(cl *vpc.Client) error {
 			_, err := cl.UnassociateEipAddress(req)

@@ -158,6 +158,12 @@ type Config struct {
 	KubeClientBurst int     `json:"kube_client_burst,omitempty"`
 	// EnablePatchPodIPs turns on the k8s.aliyun.com/pod-ips annotation.
 	EnablePatchPodIPs bool `json:"enable_patch_pod_ips"`
+	// EnableEIPPool gives pods that ask for one (k8s.aliyun.com/
+	// pod-with-eip) an elastic IP of their own.
+	EnableEIPPool StringBool `json:"enable_eip_pool"`
+	// AllowEIPRob lets a pod take a user's EIP (pod-eip-instanceid) that
+	// is bound elsewhere.
+	AllowEIPRob StringBool `json:"allow_eip_rob"`
 	// DisableDevicePlugin turns off the aliyun/eni device plugin.
 	DisableDevicePlugin bool `json:"disable_device_plugin"`
 	// ExtraRoutes are routed into pods through the pod's gateway.

@@ -112,6 +112,7 @@ func TestKeys(t *testing.T) {
 		// Terway's
 		"access_key", "access_secret", "backoff_override", "credential_path",
 		"custom_stateful_workload_kinds", "disable_device_plugin", "eni_cap_ratio", "eni_cap_shift",
+		"enable_eip_pool", "allow_eip_rob",
 		"eni_selection_policy", "eni_tag_filter", "eni_tags", "enable_patch_pod_ips", "extra_routes",
 		"idle_ip_reclaim_after", "idle_ip_reclaim_batch_size", "idle_ip_reclaim_interval",
 		"idle_ip_reclaim_jitter_factor", "ip_batch_window", "ip_pool_sync_period", "ip_stack", "kube_client_burst",
@@ -528,18 +529,18 @@ func TestIgnoredKeys(t *testing.T) {
 	}{
 		{"unknown keys, sorted", `{"zzz": 1, "max_pool_sise": 5, "aaa": null}`, []string{"aaa", "max_pool_sise", "zzz"}},
 		{"unimplemented keys set", `{
-			"enable_eip_pool": "true", "allow_eip_rob": "true", "enable_eni_trunking": true,
+			"enable_eni_trunking": true,
 			"ipam_type": "crd", "eni_cap_policy": "preferTrunk", "prefix": "x", "enable_erdma": true,
 			"enable_ip_prefix": true, "ipv4_prefix_count": 2, "ipv6_prefix_count": 1,
 			"ip_warm_up_size": 10, "eni_tag_block_list": [{"key": "a", "value": "b"}],
 			"wait_trunk_eni": true, "disable_security_group_check": true,
 			"in_cluster_loadbalance": "true", "enable_eip_migrate": true}`,
-			[]string{"allow_eip_rob", "disable_security_group_check", "enable_eip_migrate", "enable_eip_pool",
+			[]string{"disable_security_group_check", "enable_eip_migrate",
 				"enable_eni_trunking", "enable_erdma", "enable_ip_prefix", "eni_cap_policy", "eni_tag_block_list",
 				"in_cluster_loadbalance", "ip_warm_up_size", "ipam_type", "ipv4_prefix_count", "ipv6_prefix_count",
 				"prefix", "wait_trunk_eni"}},
 		{"unimplemented keys at zero values are not reported", `{
-			"enable_eip_pool": "false", "allow_eip_rob": "", "enable_eni_trunking": false, "ipam_type": "",
+			"enable_eni_trunking": false, "ipam_type": "",
 			"ipv4_prefix_count": 0, "eni_tag_block_list": [], "ip_warm_up_size": null, "eni_cap_policy": {}}`, nil},
 		{"unimplemented key spelled in another case", `{"ENABLE_ENI_TRUNKING": true}`, []string{"enable_eni_trunking"}},
 		{"known keys are not ignored", `{"max_pool_size": 5, "Min_Pool_Size": 1}`, nil},
@@ -653,5 +654,28 @@ func TestBackoffInitialDelayReachesSet(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEIPSwitches: Terway writes its EIP switches as strings; booleans and
+// "" (off) are read too, anything else is a clear error.
+func TestEIPSwitches(t *testing.T) {
+	for _, tc := range []struct {
+		doc       string
+		pool, rob bool
+	}{
+		{`{"enable_eip_pool": "true", "allow_eip_rob": "TRUE"}`, true, true},
+		{`{"enable_eip_pool": true, "allow_eip_rob": false}`, true, false},
+		{`{"enable_eip_pool": "", "allow_eip_rob": "false"}`, false, false},
+		{`{}`, false, false},
+	} {
+		c := mustParse(t, tc.doc)
+		if bool(c.EnableEIPPool) != tc.pool || bool(c.AllowEIPRob) != tc.rob {
+			t.Errorf("%s: pool %v rob %v", tc.doc, c.EnableEIPPool, c.AllowEIPRob)
+		}
+	}
+	_, err := Parse([]byte(`{"enable_eip_pool": "yes"}`))
+	if err == nil || !strings.Contains(err.Error(), "enable_eip_pool") {
+		t.Errorf("enable_eip_pool \"yes\": %v, want an error naming the key", err)
 	}
 }

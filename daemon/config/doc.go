@@ -188,12 +188,24 @@
 //     reply never waits for it. Needs RBAC patch on pods.
 //   - disable_device_plugin (bool, false): do not register the aliyun/eni
 //     device plugin (ENIOnly).
+//   - enable_eip_pool ("true"/"false" or bool, false): give a pod annotated
+//     k8s.aliyun.com/pod-with-eip (or pod-eip-instanceid) an elastic IP
+//     bound to its address (ENIMultiIP and ENIOnly), with Terway's
+//     annotations eip-bandwidth (Mbit/s, default 5), eip-charge-type /
+//     eip-internet-charge-type, eip-isp, eip-common-bandwidth-package-id;
+//     the daemon writes k8s.aliyun.com/allocated-eipAddress. EIPs it
+//     allocates are released with the pod (kept while a sticky pod's
+//     address is reserved); a user's (pod-eip-instanceid) is only
+//     unbound. Needs RAM permissions for the VPC EIP calls.
+//   - allow_eip_rob ("true"/"false" or bool, false): a user's EIP bound to
+//     something else is unbound from it and bound to the pod; without it
+//     such a pod's AllocIP fails.
 //
 // # Terway keys accepted and ignored
 //
-// These Terway keys belong to features this daemon does not have (EIP, trunk
-// and member ENIs, eRDMA, IP prefixes, centralized IPAM, warm-up): prefix,
-// enable_eip_pool, allow_eip_rob, enable_eip_migrate, enable_eni_trunking,
+// These Terway keys belong to features this daemon does not have (EIP
+// migration, trunk and member ENIs, eRDMA, IP prefixes, centralized IPAM,
+// warm-up): prefix, enable_eip_migrate, enable_eni_trunking,
 // enable_erdma, ipam_type, eni_cap_policy, enable_ip_prefix,
 // ipv4_prefix_count, ipv6_prefix_count, ip_warm_up_size, eni_tag_block_list,
 // wait_trunk_eni, disable_security_group_check, in_cluster_loadbalance

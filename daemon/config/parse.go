@@ -60,8 +60,6 @@ func under(key string, err error) error {
 // to something other than null, false, 0, "", "false", [] or {}.
 var unimplementedKeys = []string{
 	"prefix",
-	"enable_eip_pool",
-	"allow_eip_rob",
 	"enable_eip_migrate",
 	"enable_eni_trunking",
 	"enable_erdma",

@@ -70,6 +70,35 @@ func (f StringFloat) MarshalJSON() ([]byte, error) {
 	return json.Marshal(strconv.FormatFloat(float64(f), 'g', -1, 64))
 }
 
+// StringBool is a boolean written as Terway writes its feature switches,
+// "true" or "false", or as a JSON boolean.
+type StringBool bool
+
+// UnmarshalJSON accepts true, false, "true" or "false" (any case); ""
+// is false, as Terway reads an empty switch.
+func (b *StringBool) UnmarshalJSON(raw []byte) error {
+	raw = bytes.TrimSpace(raw)
+	s := string(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return fmt.Errorf("decode boolean string: %w", err)
+		}
+		if strings.TrimSpace(s) == "" {
+			*b = false
+			return nil
+		}
+	}
+	v, err := strconv.ParseBool(strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("want true or false, got %s", short(raw))
+	}
+	*b = StringBool(v)
+	return nil
+}
+
+// MarshalJSON writes the boolean as Terway does, a string.
+func (b StringBool) MarshalJSON() ([]byte, error) { return json.Marshal(strconv.FormatBool(bool(b))) }
+
 // Route is one entry of extra_routes: a destination routed through the pod's
 // gateway, as Terway's {"dst": "<cidr>"}.
 type Route struct {

@@ -70,6 +70,23 @@ type Resource struct {
 	ENIMAC string       `json:"eni_mac,omitempty"`
 	IPv4   string       `json:"ipv4,omitempty"`
 	IPv6   string       `json:"ipv6,omitempty"`
+	// EIP describes a ResourceEIP (ENIID is the ENI it is bound to); its
+	// public address is not in IPv4, which holds pod addresses only.
+	EIP *EIPInfo `json:"extra_eip_info,omitempty"`
+}
+
+// EIPInfo is what a pod's EIP record holds besides its allocation ID.
+type EIPInfo struct {
+	// Address is the public address.
+	Address string `json:"address"`
+	// PrivateIP is the pod address it is bound to.
+	PrivateIP string `json:"associate_eniip,omitempty"`
+	// Owned: the daemon allocated it and releases it with the pod; a
+	// user's EIP (pod-eip-instanceid) is only unbound.
+	Owned bool `json:"owned,omitempty"`
+	// BandwidthPackageID is the Internet Shared Bandwidth the daemon put
+	// it into, to take it out before releasing it.
+	BandwidthPackageID string `json:"bandwidth_package_id,omitempty"`
 }
 
 // Attachment is what the daemon handed out to one pod, keyed
@@ -96,6 +113,16 @@ type Attachment struct {
 
 // Key returns the attachment's key, "namespace/name".
 func (a Attachment) Key() string { return a.PodNamespace + "/" + a.PodName }
+
+// EIP returns the attachment's EIP record, if it has one.
+func (a Attachment) EIP() (Resource, bool) {
+	for _, r := range a.Resources {
+		if r.Type == ResourceEIP && r.EIP != nil {
+			return r, true
+		}
+	}
+	return Resource{}, false
+}
 
 // PodInfo is what the daemon knew of a pod that is already gone from the API
 // server, keyed "namespace/name" in bucket "pods".
@@ -210,6 +237,12 @@ func (in *Intent) validate() error {
 
 func (a Attachment) clone() Attachment {
 	a.Resources = slices.Clone(a.Resources)
+	for i, r := range a.Resources {
+		if r.EIP != nil {
+			e := *r.EIP
+			a.Resources[i].EIP = &e
+		}
+	}
 	a.NetConf = slices.Clone(a.NetConf)
 	return a
 }
