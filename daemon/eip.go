@@ -32,7 +32,6 @@ const eipTimeout = 90 * time.Second
 // eipName marks the EIPs this node's daemon allocates.
 func (d *Daemon) eipName() string { return "terway-" + d.node.Instance.ID }
 
-
 // attachEIP gives pod the EIP it asks for, bound to the address of g, and
 // returns its record. prev is the pod's EIP record from an earlier sandbox
 // (sticky), if any.
