@@ -150,18 +150,24 @@ func (d *Daemon) bindEIP(ctx context.Context, e cloud.EIP, req k8s.EIPRequest, r
 	return err
 }
 
-// detachEIP unbinds a pod's EIP and, when the daemon owns it and keep is
-// false, takes it out of its bandwidth package and releases it.
+// detachEIP unbinds a pod's EIP, waiting until the binding is gone (the
+// pod's address cannot be unassigned before), and, when the daemon owns
+// it and keep is false, takes it out of its bandwidth package and
+// releases it.
 func (d *Daemon) detachEIP(ctx context.Context, res store.Resource, keep bool) error {
 	api := d.node.API
 	if err := api.UnassociateEIP(ctx, res.ID, res.ENIID); err != nil {
 		return err
 	}
+	var private netip.Addr
+	if res.EIP != nil {
+		private, _ = netip.ParseAddr(res.EIP.PrivateIP)
+	}
+	if err := api.WaitEIPUnbound(ctx, res.ID, res.ENIID, private); err != nil {
+		return err
+	}
 	if keep || res.EIP == nil || !res.EIP.Owned {
 		return nil
-	}
-	if _, err := api.WaitEIPStatus(ctx, res.ID, cloud.EIPAvailable); err != nil && !errors.Is(err, cloud.ErrEIPNotFound) {
-		return err
 	}
 	if pkg := res.EIP.BandwidthPackageID; pkg != "" {
 		if err := api.RemoveEIPFromBandwidthPackage(ctx, pkg, res.ID); err != nil {

@@ -359,6 +359,28 @@ func (c *Client) WaitEIPStatus(ctx context.Context, id string, status ...string)
 	return out, nil
 }
 
+// WaitEIPUnbound polls an EIP until it no longer binds privateIP of
+// instanceID: Available, bound elsewhere since, or gone. Until then the
+// address cannot be unassigned.
+func (c *Client) WaitEIPUnbound(ctx context.Context, id, instanceID string, privateIP netip.Addr) error {
+	err := c.backoff.Retry(ctx, backoff.WaitENIStatus, func(ctx context.Context) (bool, error) {
+		e, err := c.DescribeEIP(ctx, id)
+		switch {
+		case errors.Is(err, ErrEIPNotFound):
+			return true, nil
+		case err != nil:
+			return false, err
+		case e.Status == EIPAvailable || e.InstanceID != instanceID || (privateIP.IsValid() && e.PrivateIP != privateIP):
+			return true, nil
+		}
+		return false, fmt.Errorf("EIP %s is %s on %s %s", id, e.Status, e.InstanceID, e.PrivateIP)
+	})
+	if err != nil {
+		return fmt.Errorf("wait for EIP %s to be unbound: %w", id, err)
+	}
+	return nil
+}
+
 // retryTaskConflict marks VPC's TaskConflict (another task on the EIP)
 // for a retry, as Terway retries every EIP call on it.
 func retryTaskConflict(err error) error {
