@@ -107,7 +107,8 @@ type Daemon struct {
 
 	mu      sync.Mutex
 	pending map[string]bool // pods with an RPC in progress
-	// eipBusy counts EIP allocations in flight (sweepEIPs waits them out).
+	// eipBusy counts AllocIPs that may allocate an EIP, until their record
+	// is written (sweepEIPs waits them out).
 	eipBusy atomic.Int64
 
 	grpc     *grpc.Server

@@ -36,8 +36,6 @@ func (d *Daemon) eipName() string { return "terway-" + d.node.Instance.ID }
 // returns its record. prev is the pod's EIP record from an earlier sandbox
 // (sticky), if any.
 func (d *Daemon) attachEIP(ctx context.Context, pod k8s.Pod, req k8s.EIPRequest, g grant, prev *store.Resource) (store.Resource, error) {
-	d.eipBusy.Add(1)
-	defer d.eipBusy.Add(-1)
 	api := d.node.API
 	eni, private := g.ip.ENIID, g.ip.IPv4
 	var e cloud.EIP
@@ -196,10 +194,20 @@ func (d *Daemon) releaseEIPOf(att store.Attachment, sticky bool) error {
 
 // sweepEIPs releases the EIPs this daemon allocated that no record
 // explains: an AllocIP that died between the cloud's answer and its
-// record, or a record lost with the store. Not while an allocation is in
-// flight, whose EIP is not recorded yet.
+// record, or a record lost with the store. The order matters: the cloud's
+// list first, then no allocation in flight (AllocIP counts itself in
+// eipBusy from before it allocates until its record is written), then the
+// store. An EIP listed was allocated before; if its AllocIP is not in
+// flight any more, its record is in the store by now.
 func (d *Daemon) sweepEIPs(ctx context.Context) error {
-	if !d.cfg.EnableEIPPool || d.eipBusy.Load() > 0 {
+	if !d.cfg.EnableEIPPool {
+		return nil
+	}
+	all, err := d.node.API.DescribeEIPs(ctx, cloud.EIPFilter{})
+	if err != nil {
+		return err
+	}
+	if d.eipBusy.Load() > 0 {
 		return nil
 	}
 	atts, err := d.store.List()
@@ -212,13 +220,9 @@ func (d *Daemon) sweepEIPs(ctx context.Context) error {
 			known[r.ID] = true
 		}
 	}
-	all, err := d.node.API.DescribeEIPs(ctx, cloud.EIPFilter{})
-	if err != nil {
-		return err
-	}
 	var errs []error
 	for _, e := range all {
-		if e.Name != d.eipName() || known[e.ID] || d.eipBusy.Load() > 0 {
+		if e.Name != d.eipName() || known[e.ID] {
 			continue
 		}
 		d.log.Warn("gc: releasing an EIP this node allocated that no record explains", "eip", e.ID, "address", e.Address, "bound", e.InstanceID)

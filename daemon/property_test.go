@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/terway-sim/terway/daemon/k8s"
 	"github.com/terway-sim/terway/fakecloud"
 	"github.com/terway-sim/terway/rpc"
 )
@@ -398,7 +400,7 @@ func runSchedule(t *testing.T, seed int64, agg *schedStats) {
 	r.cur = cloneSettings(r.base)
 	l := r.l
 	l.conf = strings.Replace(l.conf, `"gc_period":"1h"`, fmt.Sprintf(`"gc_period":%q`, schedGCPeriod.String()), 1)
-	l.conf = strings.Replace(l.conf, `"max_pool_size":5`, fmt.Sprintf(`"max_pool_size":%d`, s.MaxPool), 1)
+	l.conf = strings.Replace(l.conf, `"max_pool_size":5`, fmt.Sprintf(`"max_pool_size":%d,"enable_eip_pool":"true"`, s.MaxPool), 1)
 	// The pool's own sync retries failed releases and adopts strays: at
 	// the scale of the GC period, as production's 2m is of its 5m.
 	l.conf = strings.Replace(l.conf, `"pool_check_period":"1h"`, `"pool_check_period":"400ms"`, 1)
@@ -498,9 +500,20 @@ func runSchedule(t *testing.T, seed int64, agg *schedStats) {
 }
 
 func schedPodObject(name string) corev1.Pod {
-	return corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
+	p := corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: schedNS, Name: name, UID: types.UID(schedNS + "-" + name)},
 		Spec:       corev1.PodSpec{NodeName: nodeName}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	if schedWantsEIP(name) {
+		p.Annotations = map[string]string{k8s.AnnotationPodWithEIP: "true"}
+	}
+	return p
+}
+
+// schedWantsEIP reports whether a schedule's pod asks for an EIP: every
+// third one (by the number in its name).
+func schedWantsEIP(name string) bool {
+	n, err := strconv.Atoi(strings.TrimLeft(name, "bfo"))
+	return err == nil && n%3 == 0
 }
 
 // violation fails the schedule and records the first violation for the
@@ -806,26 +819,38 @@ func (r *schedRun) recover() {
 }
 
 // storeRecords reads the daemon's store through its tracing API: pod key
-// → IPv4 (resource IDs are "<mac>.<ipv4>").
+// → IPv4 (resource IDs are "<mac>.<ipv4>"); EIP resources ("eip-...")
+// are left out (see storeEIPs).
 func (r *schedRun) storeRecords() (map[string][]string, error) {
+	out, _, err := r.storeResources()
+	return out, err
+}
+
+// storeResources is storeRecords and, by pod key, the EIPs its records
+// hold.
+func (r *schedRun) storeResources() (map[string][]string, map[string][]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	tr, err := r.d.trace.GetResourceTrace(ctx, &rpc.ResourceTypeNameRequest{Type: traceService, Name: "default"})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := map[string][]string{}
+	out, eips := map[string][]string{}, map[string][]string{}
 	for _, e := range tr.Trace {
 		key, ok := strings.CutPrefix(e.Key, "pods/")
 		if !ok {
 			continue
 		}
 		key = strings.TrimSuffix(key, "/resources")
+		if strings.HasPrefix(e.Value, "eip-") {
+			eips[key] = append(eips[key], e.Value)
+			continue
+		}
 		_, ip, _ := strings.Cut(e.Value, ".")
 		ip, _, _ = strings.Cut(ip, "-")
 		out[key] = append(out[key], ip)
 	}
-	return out, nil
+	return out, eips, nil
 }
 
 // check asserts the end state (see TestFaultSchedules), polling until it
@@ -861,11 +886,11 @@ func (r *schedRun) check(stage string) {
 // ownership compares the pods that run (as their kubelet knows them) with
 // the daemon's store and pool.
 func (r *schedRun) ownership(running map[string]string) []string {
-	store, err := r.storeRecords()
+	store, eips, err := r.storeResources()
 	if err != nil {
 		return []string{"read the store: " + err.Error()}
 	}
-	var problems []string
+	problems := r.eipOwnership(running, eips)
 	owners := map[string][]string{}
 	for key, ips := range store {
 		for _, ip := range ips {
@@ -1449,4 +1474,54 @@ func (a *durableAPI) apply(ctx context.Context, line []byte, log *slog.Logger) {
 			log.Error("kubelet: pod status", "pod", op.Pod, "err", err)
 		}
 	}
+}
+
+// eipOwnership compares the EIPs of the schedule's pods with the cloud's:
+// every EIP the node's daemon allocated (its name) is in exactly one
+// record, of a running pod that asks for one, and binds that pod's
+// address; every running pod that asks for one has one; no EIP is left
+// for a pod that is gone.
+func (r *schedRun) eipOwnership(running map[string]string, eips map[string][]string) []string {
+	var problems []string
+	byID := map[string]fakecloud.EIPView{}
+	for _, e := range r.l.cloud.World().EIPs {
+		byID[e.ID] = e
+	}
+	recorded := map[string]string{}
+	for key, ids := range eips {
+		for _, id := range ids {
+			if other, dup := recorded[id]; dup {
+				problems = append(problems, fmt.Sprintf("EIP %s recorded for %s and %s", id, other, key))
+			}
+			recorded[id] = key
+		}
+		if len(ids) > 1 {
+			problems = append(problems, fmt.Sprintf("%s records %d EIPs: %v", key, len(ids), ids))
+		}
+	}
+	for key, ip := range running {
+		name := strings.TrimPrefix(key, schedNS+"/")
+		ids := eips[key]
+		switch {
+		case !schedWantsEIP(name) && len(ids) > 0:
+			problems = append(problems, fmt.Sprintf("%s asks for no EIP but the store gives it %v", key, ids))
+		case schedWantsEIP(name) && len(ids) == 0:
+			problems = append(problems, fmt.Sprintf("%s asks for an EIP and runs without one in the store", key))
+		case schedWantsEIP(name):
+			e, ok := byID[ids[0]]
+			if !ok || e.Status != fakecloud.EIPInUse || e.PrivateIP != ip {
+				problems = append(problems, fmt.Sprintf("%s (%s) records EIP %s, which the cloud has as %+v (found %v)", key, ip, ids[0], e, ok))
+			}
+		}
+	}
+	mine := "terway-" + node1
+	for _, e := range r.l.cloud.World().EIPs {
+		if e.Name != mine {
+			continue
+		}
+		if _, ok := recorded[e.ID]; !ok {
+			problems = append(problems, fmt.Sprintf("EIP %s (%s, %s on %s) is the node's but no record has it", e.ID, e.Address, e.Status, e.PrivateIP))
+		}
+	}
+	return problems
 }

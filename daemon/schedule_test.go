@@ -32,8 +32,9 @@ var matrixKinds = []string{kindError, kindLost, kindConfirm, kindSlow, kindThrot
 // node.
 var (
 	schedMutating = []string{"CreateNetworkInterface", "AttachNetworkInterface", "DetachNetworkInterface",
-		"DeleteNetworkInterface", "AssignPrivateIpAddresses", "UnassignPrivateIpAddresses"}
-	schedConfirming = []string{"DescribeNetworkInterfaceAttribute", "DescribeNetworkInterfaces"}
+		"DeleteNetworkInterface", "AssignPrivateIpAddresses", "UnassignPrivateIpAddresses",
+		"AllocateEipAddress", "AssociateEipAddress", "UnassociateEipAddress", "ReleaseEipAddress"}
+	schedConfirming = []string{"DescribeNetworkInterfaceAttribute", "DescribeNetworkInterfaces", "DescribeEipAddresses"}
 	schedActions    = append(append([]string{}, schedMutating...), schedConfirming...)
 )
 
@@ -46,8 +47,10 @@ type cell struct{ kind, action string }
 // effect, throttling every action.
 func inMatrix(c cell) bool {
 	switch c.kind {
-	case kindError, kindLost, kindSlow:
+	case kindError, kindLost:
 		return contains(schedMutating, c.action)
+	case kindSlow:
+		return slowSettings[c.action] != ""
 	case kindConfirm:
 		return contains(schedConfirming, c.action)
 	case kindThrottle:
@@ -66,6 +69,8 @@ var slowSettings = map[string]string{
 	"DeleteNetworkInterface":     "deleteDelay",
 	"AssignPrivateIpAddresses":   "metadataLag",
 	"UnassignPrivateIpAddresses": "metadataLag",
+	"AssociateEipAddress":        "eipDelay",
+	"UnassociateEipAddress":      "eipDelay",
 }
 
 // applySlow sets the setting of slowSettings[action] to d (world time).
@@ -81,6 +86,8 @@ func applySlow(s *fakecloud.Settings, action string, d time.Duration) {
 		s.DeleteDelay = fakecloud.Duration(d)
 	case "metadataLag":
 		s.MetadataLag = fakecloud.Duration(d)
+	case "eipDelay":
+		s.EIPDelay = fakecloud.Duration(d)
 	}
 }
 

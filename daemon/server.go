@@ -160,6 +160,11 @@ func (b *backend) AllocIP(ctx context.Context, r *rpc.AllocIPRequest) (*rpc.Allo
 		d.kube.PodEvent(pod.Namespace, pod.Name, pod.UID, k8s.Warning, "AllocIPFailed", err.Error())
 		return nil, status.Errorf(code, "alloc IP for %s: %v", key, err)
 	}
+	if d.cfg.EnableEIPPool {
+		// Until the record is written (see sweepEIPs).
+		d.eipBusy.Add(1)
+		defer d.eipBusy.Add(-1)
+	}
 	eip, err := d.podEIP(actx, pod, g)
 	if err != nil {
 		d.kube.PodEvent(pod.Namespace, pod.Name, pod.UID, k8s.Warning, "AllocEIPFailed", err.Error())

@@ -149,7 +149,7 @@ func (w *world) worldView() WorldView {
 	}
 	for _, e := range w.st.EIPs {
 		ev := EIPView{ID: e.ID, Address: e.Address.String(), Status: e.Status, InstanceID: e.InstanceID,
-			BandwidthPackageID: e.BandwidthPackageID}
+			BandwidthPackageID: e.BandwidthPackageID, Name: e.Name}
 		if e.PrivateIP.IsValid() {
 			ev.PrivateIP = e.PrivateIP.String()
 		}

@@ -92,6 +92,8 @@ type EIPView struct {
 	Status     string `json:"status"`
 	InstanceID string `json:"instanceId,omitempty"`
 	PrivateIP  string `json:"privateIp,omitempty"`
+	// Name is the name its allocation gave it.
+	Name string `json:"name,omitempty"`
 	// BandwidthPackageID is the Internet Shared Bandwidth the EIP is in.
 	BandwidthPackageID string `json:"bandwidthPackageId,omitempty"`
 }
