@@ -31,11 +31,19 @@ var matrixKinds = []string{kindError, kindLost, kindConfirm, kindSlow, kindThrot
 // sweep). IPv6 actions are left out: the schedules run a single-stack
 // node.
 var (
-	schedMutating = []string{"CreateNetworkInterface", "AttachNetworkInterface", "DetachNetworkInterface",
-		"DeleteNetworkInterface", "AssignPrivateIpAddresses", "UnassignPrivateIpAddresses",
-		"AllocateEipAddress", "AssociateEipAddress", "UnassociateEipAddress", "ReleaseEipAddress"}
-	schedConfirming = []string{"DescribeNetworkInterfaceAttribute", "DescribeNetworkInterfaces", "DescribeEipAddresses"}
-	schedActions    = append(append([]string{}, schedMutating...), schedConfirming...)
+	eniMutating = []string{"CreateNetworkInterface", "AttachNetworkInterface", "DetachNetworkInterface",
+		"DeleteNetworkInterface", "AssignPrivateIpAddresses", "UnassignPrivateIpAddresses"}
+	eniConfirming = []string{"DescribeNetworkInterfaceAttribute", "DescribeNetworkInterfaces"}
+	eniActions    = append(append([]string{}, eniMutating...), eniConfirming...)
+	// The EIP actions of the third of the pods that ask for an EIP. Their
+	// disturbances come from a stream of their own (genSchedule), so that
+	// the ENI disturbances of every seed stay what they were.
+	eipMutating     = []string{"AllocateEipAddress", "AssociateEipAddress", "UnassociateEipAddress", "ReleaseEipAddress"}
+	eipConfirming   = []string{"DescribeEipAddresses"}
+	eipActions      = append(append([]string{}, eipMutating...), eipConfirming...)
+	schedMutating   = append(append([]string{}, eniMutating...), eipMutating...)
+	schedConfirming = append(append([]string{}, eniConfirming...), eipConfirming...)
+	schedActions    = append(append([]string{}, eniActions...), eipActions...)
 )
 
 // cell is one fault kind × action pair of the matrix.
@@ -195,6 +203,7 @@ func (s schedule) burstTotal() int {
 // across a restart).
 func genSchedule(seed int64) schedule {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x7e57_5eed))
+	re := rand.New(rand.NewPCG(uint64(seed), 0xe1b_5eed)) // EIP disturbances
 	s := schedule{Seed: seed, MaxPool: []int{0, 0, 5}[r.IntN(3)]}
 	add := func(st step) { s.Steps = append(s.Steps, st) }
 	faults := 0
@@ -204,9 +213,12 @@ func genSchedule(seed int64) schedule {
 		// episode that disturbs them releases everything, so that its
 		// faults meet the calls they are for.
 		empties := false
+		if re.IntN(2) == 0 {
+			add(genDisturbance(re, ep+1, eipActions, "e"))
+		}
 		for k := 1 + r.IntN(2); k > 0; k-- {
 			faults++
-			d := genDisturbance(r, faults)
+			d := genDisturbance(r, faults, eniActions, "f")
 			empties = empties || d.Cell.action == "DetachNetworkInterface" || d.Cell.action == "DeleteNetworkInterface"
 			add(d)
 		}
@@ -255,17 +267,21 @@ func genSchedule(seed int64) schedule {
 	return s
 }
 
-// genDisturbance picks a matrix cell and the step that disturbs it.
-func genDisturbance(r *rand.Rand, n int) step {
-	kind := matrixKinds[r.IntN(len(matrixKinds))]
+// genDisturbance picks a matrix cell of one of from and the step that
+// disturbs it; its fault is named prefix and n.
+func genDisturbance(r *rand.Rand, n int, from []string, prefix string) step {
+	var kind string
 	var actions []string
-	for _, a := range schedActions {
-		if inMatrix(cell{kind, a}) {
-			actions = append(actions, a)
+	for len(actions) == 0 { // a kind with no cell among from: draw again
+		kind = matrixKinds[r.IntN(len(matrixKinds))]
+		for _, a := range from {
+			if inMatrix(cell{kind, a}) {
+				actions = append(actions, a)
+			}
 		}
 	}
 	c := cell{kind, actions[r.IntN(len(actions))]}
-	f := fakecloud.Fault{Name: fmt.Sprintf("f%d", n), Action: c.action}
+	f := fakecloud.Fault{Name: fmt.Sprintf("%s%d", prefix, n), Action: c.action}
 	// Count faults hit the first calls after they are installed;
 	// probability faults keep hitting until cleared.
 	if r.IntN(2) == 0 {

@@ -246,6 +246,9 @@ func (c *Client) releaseENI(ctx context.Context, action, eniID string, call func
 		switch {
 		case IsNotFound(err):
 			return nil
+		case ErrorCode(err) == CodeInvalidOperation:
+			// An EIP still bound to one of its addresses.
+			return c.unbindStaleEIPs(ctx, eniID, nil, err)
 		case ErrorCode(err) != CodeInvalidENIState:
 			return err
 		}
@@ -480,8 +483,11 @@ func (c *Client) UnassignIPv6(ctx context.Context, eniID string, ips []netip.Add
 func (c *Client) unassign(ctx context.Context, action, eniID string, ips []netip.Addr, fn func(*ecs.Client) error) error {
 	err := c.retry(ctx, backoff.ENIIPOps, func(ctx context.Context) error {
 		err := c.ecsCall(ctx, action, releaseCall, fn)
-		if ErrorCode(err) == CodeIPUnassigned || ErrorCode(err) == CodeENINotFound {
+		switch ErrorCode(err) {
+		case CodeIPUnassigned, CodeENINotFound:
 			return nil
+		case CodeInvalidOperation:
+			return c.unbindStaleEIPs(ctx, eniID, ips, err)
 		}
 		return err
 	})

@@ -381,6 +381,36 @@ func (c *Client) WaitEIPUnbound(ctx context.Context, id, instanceID string, priv
 	return nil
 }
 
+// unbindStaleEIPs answers a refusal (cause) to unassign ips from an ENI,
+// or to delete it (ips nil): EIPs still bound there are unbound, and the
+// refused call is retried. The callers release only addresses and ENIs no
+// pod holds, so such a binding is stale (a pod's record lost with its
+// EIP): the EIP itself stays, for its owner (GC releases the daemon's own).
+// Without such an EIP the refusal stands.
+func (c *Client) unbindStaleEIPs(ctx context.Context, eniID string, ips []netip.Addr, cause error) error {
+	l, err := c.DescribeEIPs(ctx, EIPFilter{ENIID: eniID})
+	if err != nil {
+		return errors.Join(cause, err)
+	}
+	n := 0
+	for _, e := range l {
+		if len(ips) > 0 && !slices.Contains(ips, e.PrivateIP) {
+			continue
+		}
+		n++
+		if err := c.UnassociateEIP(ctx, e.ID, eniID); err != nil {
+			return errors.Join(cause, err)
+		}
+		if err := c.WaitEIPUnbound(ctx, e.ID, eniID, e.PrivateIP); err != nil {
+			return errors.Join(cause, err)
+		}
+	}
+	if n == 0 {
+		return cause
+	}
+	return errRetry{cause}
+}
+
 // retryTaskConflict marks VPC's TaskConflict (another task on the EIP)
 // for a retry, as Terway retries every EIP call on it.
 func retryTaskConflict(err error) error {

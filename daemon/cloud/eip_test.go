@@ -2,6 +2,7 @@ package cloud
 
 import (
 	"errors"
+	"net/netip"
 	"testing"
 
 	"github.com/terway-sim/terway/fakecloud"
@@ -103,5 +104,45 @@ func TestEIPBoundElsewhere(t *testing.T) {
 	}
 	if got, _ := w.api.DescribeEIP(ctx(t), e.ID); got.Status != EIPInUse || got.PrivateIP != a {
 		t.Fatalf("the binding to %s was touched: %+v", a, got)
+	}
+}
+
+// An address or ENI that a stale EIP binds (its pod's record lost) is
+// unassigned and deleted all the same: the EIP is unbound first and kept.
+func TestStaleEIPDoesNotBlockRelease(t *testing.T) {
+	w := newWorld(t)
+	r, err := w.node.AllocateENI(ctx(t), CreateENIRequest{IntentKey: "e", VSwitchID: vsw1, SecurityGroups: []string{sg}, SecondaryIPv4: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bind := func(key string, ip netip.Addr) EIP {
+		e, err := w.api.AllocateEIP(ctx(t), AllocateEIPRequest{IntentKey: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.api.AssociateEIP(ctx(t), e.ID, r.ID, ip); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.api.WaitEIPStatus(ctx(t), e.ID, EIPInUse); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	a := bind("a", r.IPv4[0])
+	b := bind("b", r.IPv4[1])
+	if err := w.api.UnassignIPv4(ctx(t), r.ID, r.IPv4[:1]); err != nil {
+		t.Fatalf("unassign an address a stale EIP binds: %v", err)
+	}
+	if got, _ := w.api.DescribeEIP(ctx(t), a.ID); got.InstanceID != "" {
+		t.Fatalf("EIP %s after the unassign: %+v", a.ID, got)
+	}
+	if got, _ := w.api.DescribeEIP(ctx(t), b.ID); got.Status != EIPInUse {
+		t.Fatalf("the other address's EIP was touched: %+v", got)
+	}
+	if err := w.node.ReleaseENI(ctx(t), r.ID); err != nil {
+		t.Fatalf("release an ENI a stale EIP binds: %v", err)
+	}
+	if l, _ := w.api.DescribeEIPs(ctx(t), EIPFilter{}); len(l) != 2 {
+		t.Fatalf("EIPs after the ENI went: %+v, want both kept", l)
 	}
 }

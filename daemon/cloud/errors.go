@@ -19,13 +19,16 @@ const (
 	CodeENINotFound         = "InvalidEniId.NotFound"
 	CodeEcsNotFound         = "InvalidEcsId.NotFound"
 	CodeInvalidENIState     = "InvalidOperation.InvalidEniState"
-	CodeIPv4CountExceeded   = "InvalidOperation.Ipv4CountExceeded"
-	CodeIPv6CountExceeded   = "InvalidOperation.Ipv6CountExceeded"
-	CodeOperationConflict   = "Operation.Conflict"
-	CodeIdempotentFailed    = "IdempotentFailed"
-	CodeInternalError       = "InternalError"
-	CodeServiceUnavailable  = "ServiceUnavailable"
-	CodeForbiddenRAM        = "Forbidden.RAM"
+	// CodeInvalidOperation is how the cloud refuses to unassign an address
+	// or delete an ENI that an EIP still binds.
+	CodeInvalidOperation   = "InvalidOperation"
+	CodeIPv4CountExceeded  = "InvalidOperation.Ipv4CountExceeded"
+	CodeIPv6CountExceeded  = "InvalidOperation.Ipv6CountExceeded"
+	CodeOperationConflict  = "Operation.Conflict"
+	CodeIdempotentFailed   = "IdempotentFailed"
+	CodeInternalError      = "InternalError"
+	CodeServiceUnavailable = "ServiceUnavailable"
+	CodeForbiddenRAM       = "Forbidden.RAM"
 )
 
 // ErrorCode returns the API error code of err, "" when err is not an API
