@@ -39,6 +39,7 @@ func analyze(s *snapshot) *Report {
 	ix.checkAddresses()
 	ix.checkDuplicates()
 	ix.checkENIs()
+	ix.checkEIPs()
 	for _, n := range s.nodes {
 		ix.checkDatapath(n)
 	}

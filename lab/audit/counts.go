@@ -50,6 +50,11 @@ func (ix *index) countCloud(n *nodeSnap, c *Counts) {
 		c.IPv4 += len(eniIPv4(e))
 		c.IPv6 += len(e.IPv6)
 	}
+	for i := range w.EIPs {
+		if ix.eipNode(&w.EIPs[i]) == n {
+			c.EIPs++
+		}
+	}
 }
 
 func (ix *index) countKube(n *nodeSnap, c *Counts) {

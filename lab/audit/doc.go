@@ -93,6 +93,14 @@
 //	                    held by no exclusive-ENI pod
 //	node-mismatch       a lab node missing from the API server, or whose
 //	                    providerID names another instance
+//	leaked-eip          an EIP a node's daemon allocated (named
+//	                    "terway-<instance ID>") or bound to an address of
+//	                    a node's ENI that no attachment of the node
+//	                    records (skipped while an allocation is in flight)
+//	missing-eip         a recorded EIP the cloud does not have
+//	eip-mismatch        a recorded EIP the cloud has unbound, or bound to
+//	                    another address than the record's pod's
+//	duplicate-eip       one EIP recorded for two pods
 //
 // "Live pod" means: not hostNetwork, not Succeeded/Failed, scheduled on
 // the node; its addresses are its status IPs plus those its (UID-matching,

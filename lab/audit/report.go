@@ -76,6 +76,16 @@ const (
 	// KindNodeMismatch: a lab node missing from the API server, or whose
 	// providerID names another instance.
 	KindNodeMismatch Kind = "node-mismatch"
+	// KindLeakedEIP: an EIP a node's daemon allocated, or bound to an
+	// address of a node's ENI, that no attachment of the node records.
+	KindLeakedEIP Kind = "leaked-eip"
+	// KindMissingEIP: an EIP a store records that the cloud does not have.
+	KindMissingEIP Kind = "missing-eip"
+	// KindEIPMismatch: a recorded EIP the cloud has unbound, or bound to
+	// another address than the record's pod's.
+	KindEIPMismatch Kind = "eip-mismatch"
+	// KindDuplicateEIP: one EIP recorded for two pods.
+	KindDuplicateEIP Kind = "duplicate-eip"
 )
 
 // Source names one of the audit's inputs.
@@ -121,6 +131,8 @@ type Counts struct {
 	IPv4          int `json:"ipv4"`
 	IPv6          int `json:"ipv6"`
 	AvailableENIs int `json:"availableEnis"`
+	// EIPs the node's daemon allocated or bound to its ENIs' addresses.
+	EIPs int `json:"eips"`
 	// API server: pods (not hostNetwork) on the node, those running.
 	Pods        int `json:"pods"`
 	RunningPods int `json:"runningPods"`
@@ -157,6 +169,7 @@ func (c *Counts) add(o Counts) {
 	c.ENIs += o.ENIs
 	c.IPv4 += o.IPv4
 	c.IPv6 += o.IPv6
+	c.EIPs += o.EIPs
 	c.Pods += o.Pods
 	c.RunningPods += o.RunningPods
 	c.Attachments += o.Attachments
@@ -238,8 +251,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, "audit (%s, %d node(s), %s): %s\n", r.Mode, len(r.Nodes), r.Time.Format(time.RFC3339), verdict)
 	c := r.Counts
-	fmt.Fprintf(tw, "cloud: %d instance(s), %d ENI(s), %d IPv4, %d IPv6, %d Available ENI(s) in lab vSwitches\n",
-		c.Instances, c.ENIs, c.IPv4, c.IPv6, c.AvailableENIs)
+	fmt.Fprintf(tw, "cloud: %d instance(s), %d ENI(s), %d IPv4, %d IPv6, %d EIP(s), %d Available ENI(s) in lab vSwitches\n",
+		c.Instances, c.ENIs, c.IPv4, c.IPv6, c.EIPs, c.AvailableENIs)
 	for _, n := range r.Nodes {
 		writeNodeCounts(tw, n)
 	}
@@ -261,10 +274,10 @@ func (r *Report) WriteText(w io.Writer) error {
 
 func writeNodeCounts(w io.Writer, n NodeReport) {
 	c := n.Counts
-	fmt.Fprintf(w, "node %s (%s): cloud %d ENI(s) %d IPv4 %d IPv6; api %d pod(s) (%d running); "+
+	fmt.Fprintf(w, "node %s (%s): cloud %d ENI(s) %d IPv4 %d IPv6 %d EIP(s); api %d pod(s) (%d running); "+
 		"store %d attachment(s) (%d reserved, %d intent(s)); pool %d address(es) (%d idle, %d in use, %d in flight); "+
 		"netns %d link(s) (%d pod veth(s)), %d addr, %d rule(s), %d route(s), %d neigh, %d qdisc(s), %d filter(s)\n",
-		n.Name, n.InstanceID, c.ENIs, c.IPv4, c.IPv6, c.Pods, c.RunningPods,
+		n.Name, n.InstanceID, c.ENIs, c.IPv4, c.IPv6, c.EIPs, c.Pods, c.RunningPods,
 		c.Attachments, c.Reserved, c.Intents, c.PoolAddresses, c.PoolIdle, c.PoolInUse, c.PoolInflight,
 		c.Links, c.PodVeths, c.Addresses, c.Rules, c.Routes, c.Neighbours, c.Qdiscs, c.Filters)
 }
