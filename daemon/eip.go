@@ -117,7 +117,7 @@ func (d *Daemon) unbindElsewhere(ctx context.Context, e cloud.EIP, eni string, p
 		return fmt.Errorf("EIP %s is bound to %s %s %s; allow_eip_rob is off", e.ID, e.InstanceType, e.InstanceID, e.PrivateIP)
 	}
 	d.log.Info("eip: unbinding an EIP bound elsewhere", "eip", e.ID, "from", e.InstanceID, "ip", e.PrivateIP)
-	if err := d.node.API.UnassociateEIPFrom(ctx, e.ID, e.InstanceType, e.InstanceID); err != nil {
+	if err := d.node.API.UnassociateEIPFrom(ctx, e.ID, e.InstanceType, e.InstanceID, e.PrivateIP); err != nil {
 		return err
 	}
 	_, err := d.node.API.WaitEIPStatus(ctx, e.ID, cloud.EIPAvailable)
@@ -154,12 +154,12 @@ func (d *Daemon) bindEIP(ctx context.Context, e cloud.EIP, req k8s.EIPRequest, r
 // releases it.
 func (d *Daemon) detachEIP(ctx context.Context, res store.Resource, keep bool) error {
 	api := d.node.API
-	if err := api.UnassociateEIP(ctx, res.ID, res.ENIID); err != nil {
-		return err
-	}
 	var private netip.Addr
 	if res.EIP != nil {
 		private, _ = netip.ParseAddr(res.EIP.PrivateIP)
+	}
+	if err := api.UnassociateEIP(ctx, res.ID, res.ENIID, private); err != nil {
+		return err
 	}
 	if err := api.WaitEIPUnbound(ctx, res.ID, res.ENIID, private); err != nil {
 		return err

@@ -74,7 +74,11 @@ func (c *Cloud) unassociateEipAddress(x *call) (response, error) {
 		if err != nil {
 			return err
 		}
-		return c.w.unassociateEIP(id, target)
+		priv, err := x.p.Addr("PrivateIpAddress")
+		if err != nil {
+			return err
+		}
+		return c.w.unassociateEIP(id, target, priv)
 	})
 }
 

@@ -98,10 +98,11 @@ func (w *world) eipInStatusLocked(id, want string) (*eip, error) {
 	return e, nil
 }
 
-// unassociateEIP starts unbinding an InUse EIP from target.
-func (w *world) unassociateEIP(id, target string) error {
+// unassociateEIP starts unbinding an InUse EIP from target (and from
+// privateIP of it, when valid).
+func (w *world) unassociateEIP(id, target string, privateIP netip.Addr) error {
 	return w.changeEIP(id, EIPInUse, func(e *eip) error {
-		if e.InstanceID != target {
+		if e.InstanceID != target || (privateIP.IsValid() && e.PrivateIP != privateIP) {
 			return apiErr(404, "InvalidBindInstance.NotFound", "The specified bind instance does not exist.")
 		}
 		e.Status = EIPUnassociating

@@ -171,19 +171,24 @@ func (c *Client) AssociateEIP(ctx context.Context, id, eniID string, privateIP n
 	return nil
 }
 
-// UnassociateEIP unbinds an EIP from an ENI. An EIP that is gone, already
-// unbinding or Available, or bound elsewhere now, counts as done: the
-// binding this call was about no longer exists.
-func (c *Client) UnassociateEIP(ctx context.Context, id, eniID string) error {
-	return c.UnassociateEIPFrom(ctx, id, "NetworkInterface", eniID)
+// UnassociateEIP unbinds an EIP from privateIP of an ENI (any address
+// of it when invalid). An EIP that is gone, already unbinding or
+// Available, or bound elsewhere now (another ENI, or another address of
+// this one: a pod that took a user's EIP from another on the node), counts
+// as done: the binding this call was about no longer exists.
+func (c *Client) UnassociateEIP(ctx context.Context, id, eniID string, privateIP netip.Addr) error {
+	return c.UnassociateEIPFrom(ctx, id, "NetworkInterface", eniID, privateIP)
 }
 
 // UnassociateEIPFrom is UnassociateEIP from an instance of any type
 // (EcsInstance, NetworkInterface, ...), as DescribeEIP reports it.
-func (c *Client) UnassociateEIPFrom(ctx context.Context, id, instanceType, instanceID string) error {
+func (c *Client) UnassociateEIPFrom(ctx context.Context, id, instanceType, instanceID string, privateIP netip.Addr) error {
 	eniID := instanceID
 	req := vpc.CreateUnassociateEipAddressRequest()
 	req.AllocationId, req.InstanceId, req.InstanceType = id, instanceID, instanceType
+	if privateIP.IsValid() {
+		req.PrivateIpAddress = privateIP.String()
+	}
 	err := c.retry(ctx, backoff.Default, func(ctx context.Context) error {
 		err := c.vpcCall(ctx, "UnassociateEipAddress", releaseCall, func(cl *vpc.Client) error {
 			_, err := cl.UnassociateEipAddress(req)
@@ -196,7 +201,8 @@ func (c *Client) UnassociateEIPFrom(ctx context.Context, id, instanceType, insta
 		switch {
 		case errors.Is(derr, ErrEIPNotFound):
 			return nil
-		case derr == nil && (e.InstanceID != eniID || e.Status == EIPAvailable || e.Status == EIPUnassociating):
+		case derr == nil && (e.InstanceID != eniID || (privateIP.IsValid() && e.PrivateIP != privateIP) ||
+			e.Status == EIPAvailable || e.Status == EIPUnassociating):
 			return nil
 		case derr == nil && e.Status == EIPAssociating:
 			return errRetry{err} // it can be unbound once bound
@@ -398,7 +404,7 @@ func (c *Client) unbindStaleEIPs(ctx context.Context, eniID string, ips []netip.
 			continue
 		}
 		n++
-		if err := c.UnassociateEIP(ctx, e.ID, eniID); err != nil {
+		if err := c.UnassociateEIP(ctx, e.ID, eniID, e.PrivateIP); err != nil {
 			return errors.Join(cause, err)
 		}
 		if err := c.WaitEIPUnbound(ctx, e.ID, eniID, e.PrivateIP); err != nil {

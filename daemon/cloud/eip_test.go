@@ -53,7 +53,7 @@ func TestEIPLifecycle(t *testing.T) {
 		t.Fatalf("by ENI: %+v", l)
 	}
 	for range 2 {
-		if err := w.api.UnassociateEIP(ctx(t), e.ID, r.ID); err != nil {
+		if err := w.api.UnassociateEIP(ctx(t), e.ID, r.ID, pod); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -71,7 +71,7 @@ func TestEIPLifecycle(t *testing.T) {
 	if _, err := w.api.DescribeEIP(ctx(t), e.ID); !errors.Is(err, ErrEIPNotFound) {
 		t.Fatalf("after release: %v", err)
 	}
-	if err := w.api.UnassociateEIP(ctx(t), e.ID, r.ID); err != nil {
+	if err := w.api.UnassociateEIP(ctx(t), e.ID, r.ID, pod); err != nil {
 		t.Fatalf("unassociate a released EIP: %v", err)
 	}
 }
@@ -99,7 +99,7 @@ func TestEIPBoundElsewhere(t *testing.T) {
 	if err := w.api.AssociateEIP(ctx(t), e.ID, r.ID, b); ErrorCode(err) != CodeIncorrectEIPStatus {
 		t.Fatalf("associate an EIP bound to another address: %v", err)
 	}
-	if err := w.api.UnassociateEIP(ctx(t), e.ID, "eni-bp1other"); err != nil {
+	if err := w.api.UnassociateEIP(ctx(t), e.ID, "eni-bp1other", netip.Addr{}); err != nil {
 		t.Fatalf("unassociate from an ENI it is not bound to: %v", err)
 	}
 	if got, _ := w.api.DescribeEIP(ctx(t), e.ID); got.Status != EIPInUse || got.PrivateIP != a {
@@ -144,5 +144,31 @@ func TestStaleEIPDoesNotBlockRelease(t *testing.T) {
 	}
 	if l, _ := w.api.DescribeEIPs(ctx(t), EIPFilter{}); len(l) != 2 {
 		t.Fatalf("EIPs after the ENI went: %+v, want both kept", l)
+	}
+}
+
+// UnassociateEIP of one address of an ENI leaves the EIP alone when it
+// binds another address of that ENI now (a pod on the node took it).
+func TestEIPUnassociateChecksTheAddress(t *testing.T) {
+	w := newWorld(t)
+	r, err := w.node.AllocateENI(ctx(t), CreateENIRequest{IntentKey: "e", VSwitchID: vsw1, SecurityGroups: []string{sg}, SecondaryIPv4: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := w.api.AllocateEIP(ctx(t), AllocateEIPRequest{IntentKey: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.api.AssociateEIP(ctx(t), e.ID, r.ID, r.IPv4[1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.api.WaitEIPStatus(ctx(t), e.ID, EIPInUse); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.api.UnassociateEIP(ctx(t), e.ID, r.ID, r.IPv4[0]); err != nil {
+		t.Fatalf("unassociate from the other address: %v", err)
+	}
+	if got, _ := w.api.DescribeEIP(ctx(t), e.ID); got.Status != EIPInUse || got.PrivateIP != r.IPv4[1] {
+		t.Fatalf("the binding to %s was touched: %+v", r.IPv4[1], got)
 	}
 }
