@@ -57,7 +57,7 @@ var _ = Describe("EIP per pod", Ordered, ContinueOnFailure, Serial, Label(labelS
 		e := boundEIP(ctx, p)
 		By(fmt.Sprintf("%s (%s) has EIP %s (%s)", p.Name, p.Status.PodIP, e.Address, e.ID))
 		Eventually(func() (string, error) { return internet.get(ctx, e.Address+":8080") }).
-			WithTimeout(30*time.Second).WithPolling(time.Second).Should(ContainSubstring(p.Name))
+			WithTimeout(30 * time.Second).WithPolling(time.Second).Should(ContainSubstring(p.Name))
 		out, err := podGet(ctx, p, "http://"+internet.addr+"/")
 		Expect(err).NotTo(HaveOccurred(), "pod %s to the internet: %s", p.Name, out)
 		Expect(internet.sawPeer(e.Address)).To(BeTrue(), "the internet saw %v, want the EIP %s", internet.peers(), e.Address)
@@ -96,7 +96,7 @@ var _ = Describe("EIP per pod", Ordered, ContinueOnFailure, Serial, Label(labelS
 		By("after the reservation ends, the EIP goes (world)")
 		Expect(w.Delete(ctx)).To(Succeed())
 		Eventually(func(ctx SpecContext) *admin.EIPView { return eipByID(ctx, e.ID) }).WithContext(ctx).
-			WithTimeout(eipSticky+time.Minute).WithPolling(2*time.Second).Should(BeNil())
+			WithTimeout(eipSticky + time.Minute).WithPolling(2 * time.Second).Should(BeNil())
 	}, SpecTimeout(readyWithin*2+eipSticky+2*time.Minute))
 
 	It("binds a given pod-eip-instanceid, keeps it when the pod goes, and allow_eip_rob moves it to another pod", func(ctx SpecContext) {
@@ -264,4 +264,3 @@ func (s *internetSide) sawPeer(a string) bool {
 }
 
 func (s *internetSide) close(ctx context.Context) { _ = s.srv.Shutdown(ctx) }
-
