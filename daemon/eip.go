@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/terway-sim/terway/daemon/cloud"
@@ -203,6 +204,9 @@ func (d *Daemon) sweepEIPs(ctx context.Context) error {
 	if !d.cfg.EnableEIPPool {
 		return nil
 	}
+	if err := d.reconcileEIPs(ctx); err != nil {
+		return err
+	}
 	all, err := d.node.API.DescribeEIPs(ctx, cloud.EIPFilter{})
 	if err != nil {
 		return err
@@ -252,6 +256,10 @@ func (d *Daemon) podEIP(ctx context.Context, pod k8s.Pod, g grant) (*store.Resou
 			prev = &r
 		}
 	}
+	if req.Wanted && g.ip.ENIID == "" {
+		return nil, errBadEIPRequest{fmt.Errorf("the pod asks for an EIP (%s) but its address %s is on no ENI (VPC mode): EIPs need ENIMultiIP or an exclusive ENI",
+			k8s.AnnotationPodWithEIP, g.ip.IPv4)}
+	}
 	if !req.Wanted {
 		if prev != nil {
 			if err := d.detachEIP(ctx, *prev, false); err != nil {
@@ -297,5 +305,85 @@ func (d *Daemon) foundEIP(g grant) *store.Resource {
 				BandwidthPackageID: e.BandwidthPackageID}}
 		}
 	}
+	return nil
+}
+
+// reconcileEIPs drops from the records the user EIPs (pod-eip-instanceid)
+// that the cloud no longer binds to their pod: released by their owner,
+// or taken by a pod elsewhere with allow_eip_rob. Such a record would
+// otherwise claim an EIP another pod holds, and its release would look
+// for a binding that is not there. The daemon's own EIPs are left: only
+// the daemon moves them. One DescribeEipAddresses per 50 EIPs per round.
+func (d *Daemon) reconcileEIPs(ctx context.Context) error {
+	atts, err := d.store.List()
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for _, a := range atts {
+		if r, ok := a.EIP(); ok && !r.EIP.Owned {
+			ids = append(ids, r.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	where := map[string]cloud.EIP{}
+	for start := 0; start < len(ids); start += 50 {
+		l, err := d.node.API.DescribeEIPs(ctx, cloud.EIPFilter{IDs: ids[start:min(start+50, len(ids))]})
+		if err != nil {
+			return err
+		}
+		for _, e := range l {
+			where[e.ID] = e
+		}
+	}
+	var errs []error
+	for _, a := range atts {
+		r, ok := a.EIP()
+		if !ok || r.EIP.Owned {
+			continue
+		}
+		e, found := where[r.ID]
+		if found && e.InstanceID == r.ENIID && e.PrivateIP.String() == r.EIP.PrivateIP {
+			continue
+		}
+		errs = append(errs, d.dropEIP(ctx, a.Key(), r.ID, e, found))
+	}
+	return errors.Join(errs...)
+}
+
+// dropEIP removes EIP id from the record of pod key, with the pod's turn
+// taken and the record read again.
+func (d *Daemon) dropEIP(ctx context.Context, key, id string, now cloud.EIP, found bool) error {
+	done, err := d.begin(ctx, key, false)
+	if err != nil {
+		return nil // an RPC is working on the pod; next round
+	}
+	defer done()
+	ns, name, _ := strings.Cut(key, "/")
+	att, err := d.store.Get(ns, name)
+	if err != nil {
+		return nil // released meanwhile
+	}
+	kept := att.Resources[:0:0]
+	for _, r := range att.Resources {
+		if r.Type != store.ResourceEIP || r.ID != id {
+			kept = append(kept, r)
+		}
+	}
+	if len(kept) == len(att.Resources) {
+		return nil
+	}
+	att.Resources = kept
+	if err := d.store.Put(att); err != nil {
+		return err
+	}
+	why := "released by its owner"
+	if found {
+		why = fmt.Sprintf("bound to %s %s now", now.InstanceID, now.PrivateIP)
+	}
+	d.log.Warn("gc: a pod's EIP is not its own any more; dropped from its record", "pod", key, "eip", id, "why", why)
+	d.kube.PodEvent(ns, name, att.PodUID, k8s.Warning, "EIPLost", fmt.Sprintf("EIP %s is no longer bound to the pod: %s", id, why))
 	return nil
 }

@@ -132,6 +132,21 @@ func TestEIPRob(t *testing.T) {
 	if e, ok := eipOfPod(l, podIP(r)); !ok || e.ID != user.ID || e.Status != "InUse" {
 		t.Fatalf("robbed EIP: %+v %v", e, ok)
 	}
+	// GC drops the EIP from the record of the pod it was taken from.
+	if err := d.sweepEIPs(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	first, err := d.store.Get("default", "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := first.EIP(); ok {
+		t.Fatalf("the robbed pod's record still has the EIP: %+v", first.Resources)
+	}
+	release(t, c, "default", "first", "c1")
+	if e, ok := eipOfPod(l, podIP(r)); !ok || e.Status != "InUse" {
+		t.Fatalf("releasing the robbed pod touched the EIP: %+v %v", e, ok)
+	}
 }
 
 // A sticky pod keeps its EIP across re-creation: bound on while its

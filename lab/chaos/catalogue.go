@@ -73,6 +73,13 @@ func Catalogue() []Plan {
 			step(CloudErrors, 0, 120, "", Params{Percent: 20}),
 			step(ThrottleStorm, 0, 60, "", Params{Actions: []string{"CreateNetworkInterface", "AssignPrivateIpAddresses"}}),
 			step(KillTerwayd, 10, 120, TargetRandomNode, Params{Kills: 2}))),
+		// Every pod asks for an EIP; the rolling restart inside the window
+		// deletes them, so that unbinding and releasing meet the faults
+		// too, and terwayd dies in the middle of EIP calls.
+		withEIP(plan("eip", "EIP calls lose answers and fail, and terwayd is killed, while every pod gets and gives back an EIP", 3, 7,
+			step(LostAnswers, 0, 120, "", Params{Actions: eipActions, Percent: 30}),
+			step(CloudErrors, 0, 120, "", Params{Actions: eipActions, Percent: 20}),
+			step(KillTerwayd, 10, 120, TargetRandomNode, Params{Kills: 3}))),
 	}
 	slices.SortFunc(plans, func(a, b Plan) int { return cmp.Compare(a.Name, b.Name) })
 	return plans
@@ -104,6 +111,17 @@ func plan(name, description string, auditClean, podsReady int, steps ...Step) Pl
 // on the allocation path, which a warm lab's pools answer without a call.
 func cold(p Plan) Plan {
 	p.Workload.ColdPools = true
+	return p
+}
+
+// eipActions are the EIP calls of a pod's ADD and DEL.
+var eipActions = []string{"AllocateEipAddress", "AssociateEipAddress", "UnassociateEipAddress", "ReleaseEipAddress"}
+
+// withEIP gives every pod of p's rollout an EIP, with a rolling restart
+// inside the faults' window.
+func withEIP(p Plan) Plan {
+	p.Workload.EIP = true
+	p.Workload.Restarts = 1
 	return p
 }
 

@@ -42,6 +42,11 @@ type Workload struct {
 	// replaced, as kubectl rollout restart does) the run starts inside the
 	// faults' window, evenly spaced; 0 is none.
 	Restarts int `json:"restarts,omitempty"`
+	// EIP gives every pod of the rollout an EIP of its own (annotation
+	// k8s.aliyun.com/pod-with-eip; the runner turns enable_eip_pool on on
+	// every node for the run), so that EIP calls meet the faults and the
+	// audit's EIP checks judge the end state. Not in VPC mode.
+	EIP bool `json:"eip,omitempty"`
 }
 
 // DefaultPods is a plan's rollout size when it states none.

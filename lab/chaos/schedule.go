@@ -179,6 +179,9 @@ func (w Workload) about() string {
 	if w.Restarts > 0 {
 		s += fmt.Sprintf(", %d rolling restart(s) while the faults last", w.Restarts)
 	}
+	if w.EIP {
+		s += ", every pod with an EIP"
+	}
 	return s
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/terway-sim/terway/daemon/k8s"
 	"github.com/terway-sim/terway/daemon/mode"
 	"github.com/terway-sim/terway/fakecloud/admin"
 	"github.com/terway-sim/terway/lab/audit"
@@ -51,8 +52,12 @@ var _ chaos.Lab = (*cluster.Control)(nil)
 // probes through exec (the API server) with ProbeTimeout; the lab's
 // audit. eng is the caller's, with its clients as wired.
 func LabConfig(st *cluster.State, kube kubernetes.Interface, exec workload.Runner, eng *chaos.Engine, s *chaos.Schedule, progress io.Writer) (Config, error) {
-	w, err := workload.New(kube, workload.Spec{Namespace: Namespace, Replicas: int32(s.Plan.Workload.Pods),
-		ExclusiveENI: st.Mode == mode.ENIOnly, Spread: true})
+	spec := workload.Spec{Namespace: Namespace, Replicas: int32(s.Plan.Workload.Pods),
+		ExclusiveENI: st.Mode == mode.ENIOnly, Spread: true}
+	if s.Plan.Workload.EIP {
+		spec.Annotations = map[string]string{k8s.AnnotationPodWithEIP: "true"}
+	}
+	w, err := workload.New(kube, spec)
 	if err != nil {
 		return Config{}, err
 	}

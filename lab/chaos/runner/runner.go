@@ -101,6 +101,9 @@ func (c *Config) check(s *chaos.Schedule) error {
 	if err := c.Engine.Check(s); err != nil {
 		return err
 	}
+	if s.Plan.Workload.EIP && c.VPC {
+		return fmt.Errorf("plan %s gives pods EIPs: VPC mode's pod addresses are on no ENI", s.Plan.Name)
+	}
 	if s.Plan.Workload.ColdPools {
 		switch {
 		case c.VPC:
@@ -132,6 +135,13 @@ func (c *Config) progress(format string, a ...any) {
 func Run(ctx context.Context, cfg Config, s *chaos.Schedule) (*Outcome, error) {
 	if err := cfg.check(s); err != nil {
 		return nil, err
+	}
+	if s.Plan.Workload.EIP {
+		undo, err := enableEIPs(ctx, &cfg)
+		defer undo()
+		if err != nil {
+			return nil, err
+		}
 	}
 	if err := settle(ctx, &cfg); err != nil {
 		return nil, err
