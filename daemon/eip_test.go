@@ -65,7 +65,7 @@ func release(t *testing.T, c rpc.TerwayBackendClient, ns, name, container string
 // bandwidth asked, in the bandwidth package asked), its annotation says
 // which, and its deletion releases it; a pod that asks for none gets none.
 func TestEIPAllocatedAndReleased(t *testing.T) {
-	l, _, c := eipLab(t, false)
+	l, d, c := eipLab(t, false)
 	l.pod("default", "public", withAnnotations(k8s.AnnotationPodWithEIP, "true", k8s.AnnotationEIPBandwidth, "12",
 		k8s.AnnotationEIPBandwidthPackage, fakecloud.DefaultBandwidthPackageID))
 	l.pod("default", "private", nil)
@@ -77,6 +77,19 @@ func TestEIPAllocatedAndReleased(t *testing.T) {
 	p, err := l.kube.CoreV1().Pods("default").Get(context.Background(), "public", metav1.GetOptions{})
 	if err != nil || p.Annotations[k8s.AnnotationAllocatedEIP] != e.Address {
 		t.Fatalf("pod annotation %q, want %s (%v)", p.Annotations[k8s.AnnotationAllocatedEIP], e.Address, err)
+	}
+	maps, err := d.Mapping(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, m := range maps {
+		if m.PodName == "default/public" && m.ResourceName == e.ID && strings.Contains(m.FactoryResourceName, e.Address) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("the mapping (terway-cli mapping) shows no EIP %s for default/public: %v", e.ID, maps)
 	}
 	priv := allocOK(t, c, "default", "private", "c2")
 	if _, ok := eipOfPod(l, podIP(priv)); ok || len(l.cloud.World().EIPs) != 1 {
