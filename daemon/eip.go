@@ -50,6 +50,7 @@ func (d *Daemon) attachEIP(ctx context.Context, pod k8s.Pod, req k8s.EIPRequest,
 		if err := d.unbindElsewhere(ctx, e, eni, private, bool(d.cfg.AllowEIPRob)); err != nil {
 			return store.Resource{}, err
 		}
+		d.dropTaken(ctx, e.ID, pod.Key())
 	case prev != nil && prev.EIP.Owned:
 		e, err = api.DescribeEIP(ctx, prev.ID)
 		if errors.Is(err, cloud.ErrEIPNotFound) {
@@ -353,6 +354,24 @@ func (d *Daemon) reconcileEIPs(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// dropTaken drops a user EIP the pod thief has just taken from the
+// records of this node's other pods at once (GC's reconcileEIPs does it
+// for the pods of other nodes, and retries here what could not be done
+// now).
+func (d *Daemon) dropTaken(ctx context.Context, id, thief string) {
+	atts, err := d.store.List()
+	if err != nil {
+		return
+	}
+	for _, a := range atts {
+		if r, ok := a.EIP(); ok && r.ID == id && a.Key() != thief {
+			if err := d.dropEIP(ctx, a.Key(), id, cloud.EIP{}, true); err != nil {
+				d.log.Warn("eip: dropping a taken EIP from its former pod's record failed; GC retries", "pod", a.Key(), "err", err)
+			}
+		}
+	}
+}
+
 // dropEIP removes EIP id from the record of pod key, with the pod's turn
 // taken and the record read again.
 func (d *Daemon) dropEIP(ctx context.Context, key, id string, now cloud.EIP, found bool) error {
@@ -380,7 +399,10 @@ func (d *Daemon) dropEIP(ctx context.Context, key, id string, now cloud.EIP, fou
 		return err
 	}
 	why := "released by its owner"
-	if found {
+	switch {
+	case found && now.ID == "":
+		why = "taken by another pod of the node (allow_eip_rob)"
+	case found:
 		why = fmt.Sprintf("bound to %s %s now", now.InstanceID, now.PrivateIP)
 	}
 	d.log.Warn("gc: a pod's EIP is not its own any more; dropped from its record", "pod", key, "eip", id, "why", why)

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -145,10 +146,8 @@ func TestEIPRob(t *testing.T) {
 	if e, ok := eipOfPod(l, podIP(r)); !ok || e.ID != user.ID || e.Status != "InUse" {
 		t.Fatalf("robbed EIP: %+v %v", e, ok)
 	}
-	// GC drops the EIP from the record of the pod it was taken from.
-	if err := d.sweepEIPs(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
+	// The EIP is dropped at once from the record of the pod it was taken
+	// from (GC's reconcile does it for other nodes).
 	first, err := d.store.Get("default", "first")
 	if err != nil {
 		t.Fatal(err)
@@ -237,4 +236,44 @@ func TestEIPAssociateFailsThenRecovers(t *testing.T) {
 		t.Fatalf("after recovery: %+v %v", e, ok)
 	}
 
+}
+
+// GC drops from a record the user EIP the cloud no longer binds to its
+// pod (taken by a pod of another node, here by hand), and releasing that
+// pod then leaves the EIP where it is.
+func TestEIPTakenElsewhereIsDropped(t *testing.T) {
+	l, d, c := eipLab(t, false)
+	user, err := d.node.API.AllocateEIP(ctxT(t), cloud.AllocateEIPRequest{IntentKey: "user"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.pod("default", "given", withAnnotations(k8s.AnnotationEIPInstanceID, user.ID))
+	r := allocOK(t, c, "default", "given", "c1")
+	l.pod("default", "other", nil)
+	other := allocOK(t, c, "default", "other", "c2")
+	att, _ := d.store.Get("default", "given")
+	res, _ := att.EIP()
+	api := d.node.API
+	if err := api.UnassociateEIP(ctxT(t), user.ID, res.ENIID, netip.MustParseAddr(podIP(r))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.WaitEIPStatus(ctxT(t), user.ID, cloud.EIPAvailable); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.AssociateEIP(ctxT(t), user.ID, res.ENIID, netip.MustParseAddr(podIP(other))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.WaitEIPStatus(ctxT(t), user.ID, cloud.EIPInUse); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.sweepEIPs(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if att, _ := d.store.Get("default", "given"); len(att.Resources) != 1 {
+		t.Fatalf("the record keeps an EIP the cloud binds elsewhere: %+v", att.Resources)
+	}
+	release(t, c, "default", "given", "c1")
+	if e, ok := eipOfPod(l, podIP(other)); !ok || e.ID != user.ID || e.Status != "InUse" {
+		t.Fatalf("releasing the pod touched the EIP bound elsewhere: %+v %v", e, ok)
+	}
 }
