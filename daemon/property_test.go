@@ -818,16 +818,9 @@ func (r *schedRun) recover() {
 	r.d.waitGCRounds(2)
 }
 
-// storeRecords reads the daemon's store through its tracing API: pod key
-// → IPv4 (resource IDs are "<mac>.<ipv4>"); EIP resources ("eip-...")
-// are left out (see storeEIPs).
-func (r *schedRun) storeRecords() (map[string][]string, error) {
-	out, _, err := r.storeResources()
-	return out, err
-}
-
-// storeResources is storeRecords and, by pod key, the EIPs its records
-// hold.
+// storeResources reads the daemon's store through its tracing API: pod
+// key → IPv4 (resource IDs are "<mac>.<ipv4>"), and pod key → the EIPs
+// ("eip-...") its record holds.
 func (r *schedRun) storeResources() (map[string][]string, map[string][]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
