@@ -19,6 +19,9 @@ const (
 	releaseReasonNormal   = "normal release"
 	releaseReasonRollback = "roll back ip for error: "
 	eventVirtualMode      = "VirtualModeChanged"
+	// eventVLANUnsupported tells a trunk member's pod why its ADD fails
+	// on a kernel without 802.1Q (no fallback: see ErrVLANUnsupported).
+	eventVLANUnsupported = "VLANUnsupported"
 )
 
 // addPhases are the parts of an ADD that take time: waiting for the
@@ -70,6 +73,10 @@ func (p *plugin) cmdAdd(ctx context.Context, inv *invocation) error {
 	inv.log.Debug("AllocIP answered", "ipType", reply.IPType, "took", inv.phases.alloc)
 
 	att, result, err := inv.setup(ctx, client, reply)
+	if errors.Is(err, datapath.ErrVLANUnsupported) {
+		inv.recordEvent(ctx, client, rpc.EventType_EventTypeWarning, eventVLANUnsupported,
+			"the pod's member ENI needs 802.1Q VLAN links, which this node's kernel lacks; there is no fallback: "+err.Error())
+	}
 	if err != nil {
 		inv.rollback(client, reply.IPType, att, err)
 		var te *types.Error

@@ -16,7 +16,9 @@
 //     ExclusiveENI, or VLAN when ENIInfo names a trunk member (Trunk,
 //     Vid); TypeVPCIP → VPCRoute; IPVlan on a kernel without it and
 //     datapathv2 fall back to PolicyRoute with a VirtualModeChanged pod
-//     event, there being no eBPF datapath here) → write the state file → datapath.Setup under the
+//     event, there being no eBPF datapath here; VLAN never falls back: on
+//     a kernel without 802.1Q the ADD fails, naming it, with a
+//     VLANUnsupported pod event) → write the state file → datapath.Setup under the
 //     datapath locks → result. A failure after AllocIP tears down,
 //     releases the address ("roll back ip for error: …") and removes the
 //     state file.

@@ -17,6 +17,15 @@ import (
 // make test-kernel runs these tests in a VM whose kernel can.
 func needLinkKind(t *testing.T, kind string) {
 	t.Helper()
+	if ok, why := kernelHas(t, kind); !ok {
+		t.Skipf("this kernel lacks %s (%s): make test-kernel runs this test in a VM whose kernel has it", kind, why)
+	}
+}
+
+// kernelHas reports whether this kernel can create links of kind, and
+// iproute2's answer when it cannot.
+func kernelHas(t *testing.T, kind string) (bool, string) {
+	t.Helper()
 	n := testnetns.ForTest(t)
 	ip := func(args ...string) ([]byte, error) {
 		return exec.Command("nsenter", append([]string{"--net=" + n.Path(), "ip"}, args...)...).CombinedOutput()
@@ -30,12 +39,13 @@ func needLinkKind(t *testing.T, kind string) {
 	}
 	out, err := ip(args...)
 	if err == nil {
-		return
+		return true, ""
 	}
 	if msg := strings.ToLower(string(out)); strings.Contains(msg, "unknown device type") || strings.Contains(msg, "not supported") {
-		t.Skipf("this kernel lacks %s (%s): make test-kernel runs this test in a VM whose kernel has it", kind, strings.TrimSpace(string(out)))
+		return false, strings.TrimSpace(string(out))
 	}
 	t.Fatalf("oracle: ip link add type %s: %v: %s", kind, err, out)
+	return false, ""
 }
 
 // TestIPVlanPod: with eniip_virtual_type IPVlan on a kernel that has
@@ -119,4 +129,37 @@ func podLink(t *testing.T, p *pod) netlink.Link {
 		t.Fatalf("pod eth0: %v", err)
 	}
 	return l
+}
+
+// TestTrunkMemberPodWithoutVLAN: on a kernel without 802.1Q a trunk
+// member's ADD fails with an error saying so and a VLANUnsupported pod
+// event, rolls back (the address is released, nothing is left on the
+// node), and never falls back to another datapath.
+func TestTrunkMemberPodWithoutVLAN(t *testing.T) {
+	t.Parallel()
+	if ok, _ := kernelHas(t, "vlan"); ok {
+		t.Skip("this kernel has 802.1Q VLAN links: TestTrunkMemberPod covers it (make test-kernel)")
+	}
+	e := newEnv(t)
+	e.daemon.fixedAlloc(rpc.IPType_TypeVPCENI, func(*rpc.AllocIPRequest) *rpc.NetConf {
+		nc := eniNetConf("192.168.5.10", e.node.eniMAC)
+		nc.ENIInfo.Trunk, nc.ENIInfo.Vid = true, 100
+		return nc
+	})
+	before := e.node.state(t)
+	p := e.newPod("member")
+	_, err := e.run("ADD", p.args(e.conf("1.1.0", "")))
+	if err == nil || !strings.Contains(err.Error(), "802.1Q") {
+		t.Fatalf("ADD of a member pod on a kernel without 802.1Q: %v, want an error naming 802.1Q", err)
+	}
+	_, releases, events, _ := e.daemon.snapshot()
+	if len(releases) != 1 || !strings.HasPrefix(releases[0].Reason, "roll back ip for error: ") {
+		t.Errorf("releases %v, want one rollback", releases)
+	}
+	if len(events) != 1 || events[0].Reason != "VLANUnsupported" || events[0].EventType != rpc.EventType_EventTypeWarning {
+		t.Errorf("events %v, want one VLANUnsupported warning", events)
+	}
+	if kept := diff(e.node.state(t), before); len(kept) > 0 {
+		t.Errorf("node kept after the failed ADD:\n%s", strings.Join(kept, "\n"))
+	}
 }

@@ -54,6 +54,9 @@ func (e *env) createInPod(ours func(netlink.Link) bool, what string, mk func(nam
 			return nil, err
 		}
 		if err := e.host.LinkAdd(mk(name)); err != nil {
+			if _, vlan := mk(name).(*netlink.Vlan); vlan && unsupported(err) {
+				err = fmt.Errorf("%w: %v", ErrVLANUnsupported, err)
+			}
 			return nil, fmt.Errorf("add %s in pod: %w", what, err)
 		}
 		if l, err = e.pod.linkByName(name); err != nil {

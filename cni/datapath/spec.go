@@ -102,6 +102,11 @@ type Spec struct {
 // create ipvlan links.
 var ErrIPVlanUnsupported = errors.New("kernel lacks ipvlan")
 
+// ErrVLANUnsupported is in Setup's error when the kernel cannot create
+// 802.1Q VLAN links, which a trunk member's pod needs: there is no
+// fallback for it, a member ENI being a security boundary.
+var ErrVLANUnsupported = errors.New("kernel lacks 802.1Q VLAN links")
+
 // Addresses and numbers shared by the datapaths (Terway's constants).
 const (
 	// ToPodPriority is the priority of the host rule `to podIP lookup main`
