@@ -23,8 +23,9 @@ import (
 //
 // Nothing the daemon allocates is unknown to it for long: an EIP is
 // allocated with a ClientToken journalled under the pod's key and UID (a
-// retried AllocIP, also by a restarted daemon, gets the same EIP back),
-// and named eipName at once, so GC finds one that no record explains (a
+// retried AllocIP of the same daemon gets the same EIP back; a restarted
+// daemon drops the journal's intents), and named eipName at once, so GC
+// finds one that no record explains (a lost answer before a restart, or a
 // crash between the cloud's answer and the record) and releases it.
 
 // eipTimeout bounds the cloud calls of one EIP release.
@@ -79,7 +80,7 @@ func (d *Daemon) attachEIP(ctx context.Context, pod k8s.Pod, req k8s.EIPRequest,
 	}
 	if err := d.bindEIP(ctx, e, req, &res, eni, private); err != nil {
 		if fresh {
-			if rerr := d.detachEIP(ctx, res, false); rerr != nil {
+			if rerr := d.detachEIP(ctx, res); rerr != nil {
 				d.log.Error("eip: rollback of a new EIP failed; GC releases it", "pod", pod.Key(), "eip", e.ID, "err", rerr)
 			}
 		}
@@ -152,9 +153,8 @@ func (d *Daemon) bindEIP(ctx context.Context, e cloud.EIP, req k8s.EIPRequest, r
 
 // detachEIP unbinds a pod's EIP, waiting until the binding is gone (the
 // pod's address cannot be unassigned before), and, when the daemon owns
-// it and keep is false, takes it out of its bandwidth package and
-// releases it.
-func (d *Daemon) detachEIP(ctx context.Context, res store.Resource, keep bool) error {
+// it, takes it out of its bandwidth package and releases it.
+func (d *Daemon) detachEIP(ctx context.Context, res store.Resource) error {
 	api := d.node.API
 	var private netip.Addr
 	if res.EIP != nil {
@@ -166,7 +166,7 @@ func (d *Daemon) detachEIP(ctx context.Context, res store.Resource, keep bool) e
 	if err := api.WaitEIPUnbound(ctx, res.ID, res.ENIID, private); err != nil {
 		return err
 	}
-	if keep || res.EIP == nil || !res.EIP.Owned {
+	if res.EIP == nil || !res.EIP.Owned {
 		return nil
 	}
 	if pkg := res.EIP.BandwidthPackageID; pkg != "" {
@@ -188,7 +188,7 @@ func (d *Daemon) releaseEIPOf(att store.Attachment, sticky bool) error {
 	}
 	ctx, cancel := context.WithTimeout(d.life, eipTimeout)
 	defer cancel()
-	if err := d.detachEIP(ctx, res, false); err != nil {
+	if err := d.detachEIP(ctx, res); err != nil {
 		return fmt.Errorf("release EIP %s of %s: %w", res.ID, att.Key(), err)
 	}
 	return nil
@@ -205,11 +205,11 @@ func (d *Daemon) sweepEIPs(ctx context.Context) error {
 	if !d.cfg.EnableEIPPool {
 		return nil
 	}
-	if err := d.reconcileEIPs(ctx); err != nil {
-		return err
-	}
 	all, err := d.node.API.DescribeEIPs(ctx, cloud.EIPFilter{})
 	if err != nil {
+		return err
+	}
+	if err := d.reconcileEIPs(ctx, all); err != nil {
 		return err
 	}
 	if d.eipBusy.Load() > 0 {
@@ -233,7 +233,7 @@ func (d *Daemon) sweepEIPs(ctx context.Context) error {
 		d.log.Warn("gc: releasing an EIP this node allocated that no record explains", "eip", e.ID, "address", e.Address, "bound", e.InstanceID)
 		res := store.Resource{Type: store.ResourceEIP, ID: e.ID, ENIID: e.InstanceID,
 			EIP: &store.EIPInfo{Owned: true, BandwidthPackageID: e.BandwidthPackageID}}
-		if err := d.detachEIP(ctx, res, false); err != nil {
+		if err := d.detachEIP(ctx, res); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -263,7 +263,7 @@ func (d *Daemon) podEIP(ctx context.Context, pod k8s.Pod, g grant) (*store.Resou
 	}
 	if !req.Wanted {
 		if prev != nil {
-			if err := d.detachEIP(ctx, *prev, false); err != nil {
+			if err := d.detachEIP(ctx, *prev); err != nil {
 				return nil, err
 			}
 		}
@@ -314,30 +314,15 @@ func (d *Daemon) foundEIP(g grant) *store.Resource {
 // or taken by a pod elsewhere with allow_eip_rob. Such a record would
 // otherwise claim an EIP another pod holds, and its release would look
 // for a binding that is not there. The daemon's own EIPs are left: only
-// the daemon moves them. One DescribeEipAddresses per 50 EIPs per round.
-func (d *Daemon) reconcileEIPs(ctx context.Context) error {
+// the daemon moves them. all is the account's EIPs (sweepEIPs' list).
+func (d *Daemon) reconcileEIPs(ctx context.Context, all []cloud.EIP) error {
 	atts, err := d.store.List()
 	if err != nil {
 		return err
 	}
-	var ids []string
-	for _, a := range atts {
-		if r, ok := a.EIP(); ok && !r.EIP.Owned {
-			ids = append(ids, r.ID)
-		}
-	}
-	if len(ids) == 0 {
-		return nil
-	}
 	where := map[string]cloud.EIP{}
-	for start := 0; start < len(ids); start += 50 {
-		l, err := d.node.API.DescribeEIPs(ctx, cloud.EIPFilter{IDs: ids[start:min(start+50, len(ids))]})
-		if err != nil {
-			return err
-		}
-		for _, e := range l {
-			where[e.ID] = e
-		}
+	for _, e := range all {
+		where[e.ID] = e
 	}
 	var errs []error
 	for _, a := range atts {

@@ -53,8 +53,9 @@ func (e *env) createInPod(ours func(netlink.Link) bool, what string, mk func(nam
 		if err != nil {
 			return nil, err
 		}
-		if err := e.host.LinkAdd(mk(name)); err != nil {
-			if _, vlan := mk(name).(*netlink.Vlan); vlan && unsupported(err) {
+		link := mk(name)
+		if err := e.host.LinkAdd(link); err != nil {
+			if _, vlan := link.(*netlink.Vlan); vlan && unsupported(err) {
 				err = fmt.Errorf("%w: %v", ErrVLANUnsupported, err)
 			}
 			return nil, fmt.Errorf("add %s in pod: %w", what, err)

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -120,13 +120,8 @@ func (c *Client) AllocateEIP(ctx context.Context, r AllocateEIPRequest) (EIP, er
 func (c *Client) TagEIP(ctx context.Context, id string, tags map[string]string) error {
 	req := vpc.CreateTagResourcesRequest()
 	req.ResourceType, req.ResourceId = "EIP", &[]string{id}
-	keys := make([]string, 0, len(tags))
-	for k := range tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	list := make([]vpc.TagResourcesTag, 0, len(keys))
-	for _, k := range keys {
+	list := make([]vpc.TagResourcesTag, 0, len(tags))
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		list = append(list, vpc.TagResourcesTag{Key: k, Value: tags[k]})
 	}
 	req.Tag = &list
@@ -313,14 +308,9 @@ func (c *Client) DescribeEIPs(ctx context.Context, f EIPFilter) ([]EIP, error) {
 		if f.ENIID != "" {
 			req.AssociatedInstanceType, req.AssociatedInstanceId = "NetworkInterface", f.ENIID
 		}
-		keys := make([]string, 0, len(f.Tags))
-		for k := range f.Tags {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		if len(keys) > 0 {
-			tags := make([]vpc.DescribeEipAddressesTag, 0, len(keys))
-			for _, k := range keys {
+		if len(f.Tags) > 0 {
+			tags := make([]vpc.DescribeEipAddressesTag, 0, len(f.Tags))
+			for _, k := range slices.Sorted(maps.Keys(f.Tags)) {
 				tags = append(tags, vpc.DescribeEipAddressesTag{Key: k, Value: f.Tags[k]})
 			}
 			req.Tag = &tags
